@@ -1,0 +1,98 @@
+/// The on-disk envelope of one event (format documented byte by byte in docs/format.md).
+///
+/// ```
+/// offset size  field
+///  0     1     envelope version (1)
+///  1     1     flags (bit 0: has key; others 0)
+///  2     2     type length T (LE)
+///  4     2     origin role length R (LE)
+///  6     2     key length K (LE, 0 without key)
+///  8     4     origin pid (LE, two's complement)
+/// 12     4     payload length P (LE)
+/// 16     8     timestamp, µs since the epoch (LE, two's complement)
+/// 24     8     sequence (LE), equal to the record's key
+/// 32     T+R+K type, role, key (UTF-8)
+///  …     P     payload
+///  …     4     CRC-32C of every preceding byte (LE)
+/// ```
+enum EventRecord {
+    static let version: UInt8 = 1
+    static let headerSize = 32
+    static let trailerSize = 4
+    static let flagHasKey: UInt8 = 1
+
+    static func encode(_ event: Event) -> [UInt8] {
+        let type = Array(event.type.utf8)
+        let role = Array(event.origin.role.utf8)
+        let key = event.key.map { Array($0.utf8) } ?? []
+        var w = ByteWriter(capacity: headerSize + type.count + role.count + key.count + event.payload.count + trailerSize)
+        w.u8(version)
+        w.u8(event.key == nil ? 0 : flagHasKey)
+        w.u16le(UInt16(truncatingIfNeeded: type.count))
+        w.u16le(UInt16(truncatingIfNeeded: role.count))
+        w.u16le(UInt16(truncatingIfNeeded: key.count))
+        w.u32le(UInt32(bitPattern: event.origin.pid))
+        w.u32le(UInt32(truncatingIfNeeded: event.payload.count))
+        w.u64le(UInt64(bitPattern: event.timestampMicros))
+        w.u64le(event.sequence)
+        w.append(type)
+        w.append(role)
+        w.append(key)
+        w.append(event.payload)
+        w.u32le(CRC32C.checksum(w.bytes))
+        return w.bytes
+    }
+
+    /// Why a record could not be decoded.
+    enum DecodeError: Error, Equatable, CustomStringConvertible {
+        case tooShort(Int)
+        case unsupportedVersion(UInt8)
+        case checksumMismatch(stored: UInt32, computed: UInt32)
+        case lengthMismatch(expected: Int, actual: Int)
+        case sequenceMismatch(stored: UInt64)
+        case invalidFlags(UInt8)
+        case invalidText(String)
+
+        var description: String {
+            switch self {
+            case .tooShort(let n): "record is \(n) bytes, shorter than the 36-byte minimum"
+            case .unsupportedVersion(let v): "record envelope version \(v) is not supported (this library reads version \(EventRecord.version))"
+            case .checksumMismatch(let s, let c): "checksum mismatch (stored 0x\(String(s, radix: 16)), computed 0x\(String(c, radix: 16)))"
+            case .lengthMismatch(let e, let a): "record length \(a) does not match its header (\(e))"
+            case .sequenceMismatch(let s): "record claims sequence \(s)"
+            case .invalidFlags(let f): "unknown flags 0x\(String(f, radix: 16))"
+            case .invalidText(let field): "\(field) is not valid UTF-8"
+            }
+        }
+    }
+
+    /// Decodes `bytes`, stored under `sequence`. Never traps, whatever the bytes.
+    static func decode(_ bytes: [UInt8], sequence: UInt64) -> Result<Event, DecodeError> {
+        guard bytes.count >= headerSize + trailerSize else { return .failure(.tooShort(bytes.count)) }
+        var r = ByteReader(bytes)
+        guard let v = r.u8(), let flags = r.u8(), let typeLength = r.u16le(), let roleLength = r.u16le(),
+              let keyLength = r.u16le(), let pid = r.u32le(), let payloadLength = r.u32le(),
+              let timestamp = r.u64le(), let storedSequence = r.u64le()
+        else { return .failure(.tooShort(bytes.count)) }
+        guard v == version else { return .failure(.unsupportedVersion(v)) }
+        let expected = headerSize + Int(typeLength) + Int(roleLength) + Int(keyLength) + Int(payloadLength) + trailerSize
+        guard expected == bytes.count else { return .failure(.lengthMismatch(expected: expected, actual: bytes.count)) }
+        var trailer = ByteReader(bytes, offset: bytes.count - trailerSize)
+        let stored = trailer.u32le() ?? 0
+        let computed = CRC32C.checksum(bytes[0..<(bytes.count - trailerSize)])
+        guard stored == computed else { return .failure(.checksumMismatch(stored: stored, computed: computed)) }
+        guard flags & ~flagHasKey == 0 else { return .failure(.invalidFlags(flags)) }
+        guard storedSequence == sequence else { return .failure(.sequenceMismatch(stored: storedSequence)) }
+        guard let typeBytes = r.take(Int(typeLength)), let type = String(validating: typeBytes, as: UTF8.self)
+        else { return .failure(.invalidText("type")) }
+        guard let roleBytes = r.take(Int(roleLength)), let role = String(validating: roleBytes, as: UTF8.self)
+        else { return .failure(.invalidText("origin role")) }
+        guard let keyBytes = r.take(Int(keyLength)), let keyText = String(validating: keyBytes, as: UTF8.self)
+        else { return .failure(.invalidText("key")) }
+        let payload = Array(r.take(Int(payloadLength)) ?? [])
+        return .success(Event(
+            sequence: sequence, timestampMicros: Int64(bitPattern: timestamp),
+            origin: Origin(role: role, pid: Int32(bitPattern: pid)), type: type,
+            key: flags & flagHasKey != 0 ? keyText : nil, payload: payload))
+    }
+}

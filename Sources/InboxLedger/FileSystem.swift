@@ -1,0 +1,45 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The few POSIX file-system questions opening a ledger asks.
+enum FileSystem {
+    enum Kind { case missing, directory, other, inaccessible(Int32) }
+
+    static func kind(of path: String) -> Kind {
+        var s = stat()
+        guard stat(path, &s) == 0 else { return errno == ENOENT ? .missing : .inaccessible(errno) }
+        return (s.st_mode & S_IFMT) == S_IFDIR ? .directory : .other
+    }
+
+    /// Creates `path` and its missing parents (`mkdir -p`). Returns an errno on failure.
+    static func createDirectories(_ path: String) -> Int32? {
+        var prefix = path.hasPrefix("/") ? "/" : ""
+        for component in path.split(separator: "/") {
+            prefix += component + "/"
+            if mkdir(prefix, 0o755) != 0 && errno != EEXIST { return errno }
+        }
+        return nil
+    }
+
+    /// Names in `path` other than `.` and `..`, or nil if it cannot be listed.
+    static func entries(of path: String) -> [String]? {
+        guard let dir = opendir(path) else { return nil }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    static func errorMessage(_ code: Int32) -> String {
+        guard let s = strerror(code) else { return "errno \(code)" }
+        return String(cString: s)
+    }
+}

@@ -1,0 +1,111 @@
+import LMDB
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One caller's batch waiting for a commit.
+final class CommitRequest: @unchecked Sendable {
+    // @unchecked: `result` is written by the leader before it takes the queue's lock to
+    // publish, and read by the owner only after seeing it under that lock.
+    let events: [PreparedEvent]
+    let origin: Origin
+    let durability: LedgerDurability
+    var result: Result<[UInt64], LedgerError>?
+
+    init(events: [PreparedEvent], origin: Origin, durability: LedgerDurability) {
+        self.events = events
+        self.origin = origin
+        self.durability = durability
+    }
+}
+
+/// In-process group commit (LMDB-NOTES rule 12): concurrent appenders hand their batches to
+/// one leader thread, which commits all of them in one write transaction (one or two syncs
+/// for everyone) and then wakes each caller. The leader runs the whole transaction on its own
+/// thread, start to end, so the writer lock is always released by the thread that took it.
+final class CommitQueue: Sendable {
+    private struct State {
+        var pending: [CommitRequest] = []
+        var leaderActive = false
+    }
+
+    private let state = Mutex(State())
+    private let wakeup = Condition()
+
+    /// Enqueues `request` and returns once a commit holding it (or its failure) is final.
+    /// `commit` runs on the calling thread when this caller becomes the leader.
+    func submit(_ request: CommitRequest, maxEvents: Int, commit: ([CommitRequest]) -> Void) -> Result<[UInt64], LedgerError> {
+        state.withLock { $0.pending.append(request) }
+        while true {
+            let batch: [CommitRequest]? = state.withLock { s in
+                if request.result != nil || s.leaderActive { return nil }
+                s.leaderActive = true
+                var taken = 0
+                var count = 0
+                for r in s.pending {
+                    if count > 0 && count + r.events.count > maxEvents { break }
+                    count += r.events.count
+                    taken += 1
+                }
+                let batch = Array(s.pending.prefix(taken))
+                s.pending.removeFirst(taken)
+                return batch
+            }
+            if let batch {
+                commit(batch)
+                state.withLock { $0.leaderActive = false }
+                wakeup.broadcast()
+            } else {
+                let done: Result<[UInt64], LedgerError>? = state.withLock { _ in request.result }
+                if let done { return done }
+                wakeup.wait { self.state.withLock { s in request.result != nil || !s.leaderActive } }
+            }
+        }
+    }
+}
+
+/// A condition variable for threads (not tasks): `wait` blocks the calling thread until
+/// `predicate` holds after a `broadcast`.
+final class Condition: @unchecked Sendable {
+    // @unchecked: the pthread mutex and condition synchronise themselves; they live at stable
+    // heap addresses for the object's lifetime.
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private var generation = 0
+
+    init() {
+        mutex.initialize(to: pthread_mutex_t())
+        cond.initialize(to: pthread_cond_t())
+        pthread_mutex_init(mutex, nil)
+        pthread_cond_init(cond, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(cond)
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+        cond.deallocate()
+    }
+
+    func broadcast() {
+        pthread_mutex_lock(mutex)
+        generation &+= 1
+        pthread_cond_broadcast(cond)
+        pthread_mutex_unlock(mutex)
+    }
+
+    /// Blocks until `predicate()` is true. The predicate is re-checked after every broadcast;
+    /// a broadcast between the check and the wait is not lost (generation counter).
+    func wait(until predicate: () -> Bool) {
+        pthread_mutex_lock(mutex)
+        while !predicate() {
+            let seen = generation
+            while generation == seen { pthread_cond_wait(cond, mutex) }
+        }
+        pthread_mutex_unlock(mutex)
+    }
+}

@@ -1,0 +1,217 @@
+import LMDB
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// An append-only, multi-process event log in one directory, backed by LMDB.
+///
+/// Any number of processes open the same directory and append; each event gets a dense,
+/// global sequence number (1, 2, 3, …). Appends are atomic per batch, durable by default,
+/// idempotent by key, and coalesced with concurrent appends of the same process into one
+/// commit (group commit).
+///
+/// ```swift
+/// let ledger = try Ledger(path: "/tmp/inbox", options: LedgerOptions(role: "app"))
+/// let seq = try ledger.append(NewEvent(type: "badge.adjusted", payload: Array(#"{"delta":1}"#.utf8)))
+/// for event in try ledger.events(after: 0, limit: 10) { print(event.sequence, event.type) }
+/// ```
+///
+/// A `Ledger` is `Sendable`: share one across threads, or open as many as you like on the same
+/// directory: they share one LMDB environment per process. No read transaction is kept open
+/// between calls.
+public final class Ledger: Sendable {
+    /// The directory given at open.
+    public let path: String
+    /// The options given at open.
+    public let options: LedgerOptions
+    /// Identity and format of the ledger.
+    public let metadata: LedgerMetadata
+    /// The origin stamped on events this handle appends.
+    public let origin: Origin
+
+    let environment: Environment
+    let schema: Schema
+    let commitQueue: CommitQueue
+
+    /// Opens the ledger in `path`, creating it (and the directory) if `options.create` allows.
+    ///
+    /// Fails without writing anything if `path` is not a ledger, was written by a newer format,
+    /// or cannot be accessed as asked.
+    public init(path: String, options: LedgerOptions = LedgerOptions()) throws(LedgerError) {
+        try Ledger.validateRole(options.role)
+        self.path = path
+        self.options = options
+        self.origin = Origin(role: options.role)
+
+        let creating = try Ledger.preflight(path: path, options: options)
+        var config = EnvironmentConfiguration()
+        config.readOnly = options.readOnly
+        config.durability = options.durability.lmdb
+        config.initialMapSize = options.initialMapSize
+        config.maxMapSize = options.maxMapSize
+        config.databases = Dictionary(uniqueKeysWithValues: Schema.allNames.map { ($0, DatabaseFlags()) })
+        config.createDatabases = creating
+
+        let environment: Environment
+        do {
+            environment = try Environment.open(directory: path, configuration: config)
+        } catch {
+            if error == .incompatible {
+                throw .permissionDenied(path: path, reason: "already open read-only in this process")
+            }
+            throw LedgerError.from(error, path: path, operation: "open")
+        }
+        let writable = !options.readOnly && options.create
+        if !environment.hasDatabase(Schema.metaName) {
+            // An LMDB file without our tables: either one being created by another process
+            // right now (empty main database) or someone else's file, which we never touch.
+            let names = (try? environment.namedDatabases()) ?? ["?"]
+            guard writable, names.isEmpty else {
+                throw .notALedger(path: path, reason: "data.mdb holds no ledger metadata")
+            }
+        }
+        var metadata = environment.hasDatabase(Schema.metaName) ? try Ledger.readMetadata(environment, path: path) : nil
+        if metadata == nil {
+            guard writable else { throw .notALedger(path: path, reason: "data.mdb holds no ledger metadata") }
+            config.createDatabases = true
+            let tables: Environment
+            do { tables = try Environment.open(directory: path, configuration: config) } catch {
+                throw LedgerError.from(error, path: path, operation: "create ledger")
+            }
+            metadata = try Ledger.initialize(tables, path: path)
+        }
+        guard let metadata else { throw .notALedger(path: path, reason: "data.mdb holds no ledger metadata") }
+        guard metadata.formatVersion <= Schema.formatVersion else {
+            throw .newerFormat(path: path, found: metadata.formatVersion, supported: Schema.formatVersion)
+        }
+        // A ledger created by an older library may lack tables added since: create them now
+        // (writable) or treat them as empty (read-only).
+        if !options.readOnly, Schema.allNames.contains(where: { !environment.hasDatabase($0) }) {
+            config.createDatabases = true
+            do { _ = try Environment.open(directory: path, configuration: config) } catch {
+                throw LedgerError.from(error, path: path, operation: "open")
+            }
+        }
+        do { self.schema = try Schema(environment) } catch {
+            throw .notALedger(path: path, reason: "missing table '\(Schema.allNames.first { !environment.hasDatabase($0) } ?? "?")'")
+        }
+        self.metadata = metadata
+        self.environment = environment
+        self.commitQueue = environment.attachment("InboxLedger.CommitQueue") { CommitQueue() }
+    }
+
+    /// Decides whether a new ledger is to be created, checking everything that can be checked
+    /// without touching the directory.
+    private static func preflight(path: String, options: LedgerOptions) throws(LedgerError) -> Bool {
+        switch FileSystem.kind(of: path) {
+        case .missing:
+            guard options.create, !options.readOnly else { throw .notALedger(path: path, reason: "no such directory") }
+            if let code = FileSystem.createDirectories(path) {
+                throw code == EACCES || code == EROFS
+                    ? .permissionDenied(path: path, reason: "cannot create directory: \(FileSystem.errorMessage(code))")
+                    : .storage(path: path, operation: "create directory", code: code, message: FileSystem.errorMessage(code))
+            }
+            return true
+        case .other:
+            throw .notALedger(path: path, reason: "not a directory")
+        case .inaccessible(let code):
+            throw .permissionDenied(path: path, reason: FileSystem.errorMessage(code))
+        case .directory:
+            break
+        }
+        switch DataFileProbe.probe(directory: path) {
+        case .valid:
+            return false
+        case .missing:
+            guard options.create, !options.readOnly else { throw .notALedger(path: path, reason: "no data.mdb in the directory") }
+            guard let entries = FileSystem.entries(of: path) else {
+                throw .permissionDenied(path: path, reason: "cannot list the directory")
+            }
+            let foreign = entries.filter { $0 != "lock.mdb" }
+            guard foreign.isEmpty else {
+                throw .notALedger(path: path, reason: "directory is not empty and has no data.mdb (found \(foreign.sorted().prefix(3).joined(separator: ", ")))")
+            }
+            return true
+        case .unreadable(let code):
+            throw .permissionDenied(path: path, reason: "cannot read data.mdb: \(FileSystem.errorMessage(code))")
+        case .notLMDB:
+            throw .notALedger(path: path, reason: "data.mdb is not an LMDB file")
+        case .truncated(let size, let required):
+            throw .corruptStore(path: path, reason: "data.mdb is truncated (\(size) bytes, its meta page needs \(required))")
+        }
+    }
+
+    private static func readMetadata(_ environment: Environment, path: String) throws(LedgerError) -> LedgerMetadata? {
+        do {
+            let meta = try environment.database(Schema.metaName)
+            return try environment.read { txn -> LedgerMetadata? in
+                guard let formatBytes = try txn.get(meta, key: Schema.MetaKey.format) else { return nil }
+                var r = ByteReader(formatBytes)
+                guard formatBytes.count == 4, let format = r.u32le() else {
+                    throw LedgerError.notALedger(path: path, reason: "unreadable format version")
+                }
+                let id = try txn.get(meta, key: Schema.MetaKey.ledgerID).flatMap { String(validating: $0, as: UTF8.self) } ?? ""
+                let created = try txn.readUInt64(meta, Schema.MetaKey.createdAt) ?? 0
+                return LedgerMetadata(formatVersion: format, ledgerID: id, createdAtMicros: Int64(bitPattern: created))
+            }
+        } catch {
+            throw LedgerError.from(error, path: path, operation: "read metadata")
+        }
+    }
+
+    /// Writes the metadata record unless another process did it first (then keeps theirs).
+    private static func initialize(_ environment: Environment, path: String) throws(LedgerError) -> LedgerMetadata {
+        do {
+            let meta = try environment.database(Schema.metaName)
+            let events = try environment.database(Schema.eventsName)
+            try environment.write { txn in
+                if try txn.get(meta, key: Schema.MetaKey.format) != nil { return }
+                // Metadata missing beside recorded events: a damaged ledger, not a new one.
+                guard try txn.statistics(events).entries == 0 else {
+                    throw LedgerError.notALedger(path: path, reason: "ledger metadata is missing but the log holds events")
+                }
+                var w = ByteWriter(capacity: 4)
+                w.u32le(Schema.formatVersion)
+                try txn.put(meta, key: Schema.MetaKey.format, value: w.bytes)
+                try txn.put(meta, key: Schema.MetaKey.ledgerID, value: Array(randomUUIDString().utf8))
+                try txn.writeUInt64(meta, Schema.MetaKey.createdAt, UInt64(bitPattern: currentMicros()))
+                try txn.writeUInt64(meta, Schema.MetaKey.head, 0)
+            }
+        } catch {
+            throw LedgerError.from(error, path: path, operation: "create ledger")
+        }
+        guard let metadata = try readMetadata(environment, path: path) else {
+            throw .notALedger(path: path, reason: "metadata missing after creation")
+        }
+        return metadata
+    }
+
+    static func validateRole(_ role: String) throws(LedgerError) {
+        let count = role.utf8.count
+        guard (1...64).contains(count) else {
+            throw .invalidEvent(index: 0, field: "origin role", reason: "must be 1–64 bytes, got \(count)")
+        }
+    }
+
+    /// Runs `body` in one short read transaction, mapping errors.
+    func read<T>(_ operation: String, _ body: (Transaction) throws -> T) throws(LedgerError) -> T {
+        do {
+            return try environment.read(body)
+        } catch {
+            throw LedgerError.from(error, path: path, operation: operation)
+        }
+    }
+}
+
+extension LedgerDurability {
+    var lmdb: Durability {
+        switch self {
+        case .durable: .durable
+        case .singleSync: .singleSync
+        case .none: .none
+        }
+    }
+}

@@ -1,0 +1,70 @@
+import LMDB
+
+/// Everything that can go wrong with a ledger, each case saying what and where.
+///
+/// ```swift
+/// do {
+///     try ledger.append(NewEvent(type: "", payload: []))
+/// } catch let error as LedgerError {
+///     print(error)   // invalid event #0: type: must be 1–128 bytes, got 0
+/// }
+/// ```
+public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The path exists but is not a ledger (no `data.mdb`, not LMDB, or no ledger metadata).
+    case notALedger(path: String, reason: String)
+    /// The ledger was written by a newer format than this library reads.
+    case newerFormat(path: String, found: UInt32, supported: UInt32)
+    /// The process may not open the store as asked (permissions, read-only file system).
+    case permissionDenied(path: String, reason: String)
+    /// A write was attempted through a read-only ledger.
+    case readOnly(path: String)
+    /// An event of a batch failed validation; `index` is its position in the batch.
+    case invalidEvent(index: Int, field: String, reason: String)
+    /// An event is larger than the configured maximum.
+    case eventTooLarge(index: Int, size: Int, limit: Int)
+    /// The idempotency key was already used for an event with different content.
+    case idempotencyConflict(key: String, existingSequence: UInt64)
+    /// A stored record failed its checksum or could not be decoded.
+    case corruptRecord(sequence: UInt64, reason: String)
+    /// The store's files are damaged (truncated, or LMDB reports corruption).
+    case corruptStore(path: String, reason: String)
+    /// The map reached its configured maximum, or the device is full.
+    case storeFull(path: String, reason: String)
+    /// Any other storage failure, with LMDB's or the system's message.
+    case storage(path: String, operation: String, code: Int32, message: String)
+
+    public var description: String {
+        switch self {
+        case .notALedger(let path, let reason): "\(path): not a ledger: \(reason)"
+        case .newerFormat(let path, let found, let supported):
+            "\(path): written by a newer format (version \(found)); this library reads up to version \(supported)"
+        case .permissionDenied(let path, let reason): "\(path): permission denied: \(reason)"
+        case .readOnly(let path): "\(path): the ledger is open read-only"
+        case .invalidEvent(let index, let field, let reason): "invalid event #\(index): \(field): \(reason)"
+        case .eventTooLarge(let index, let size, let limit): "invalid event #\(index): \(size) bytes exceeds the \(limit)-byte limit"
+        case .idempotencyConflict(let key, let seq):
+            "idempotency key '\(key)' was already used by event \(seq) with different content"
+        case .corruptRecord(let seq, let reason): "corrupt record at sequence \(seq): \(reason)"
+        case .corruptStore(let path, let reason): "\(path): corrupt store: \(reason)"
+        case .storeFull(let path, let reason): "\(path): store full: \(reason)"
+        case .storage(let path, let operation, let code, let message): "\(path): \(operation) failed: \(message) (code \(code))"
+        }
+    }
+
+    /// Maps an LMDB error met during `operation` on the ledger at `path`.
+    static func from(_ error: any Error, path: String, operation: String) -> LedgerError {
+        if let ledgerError = error as? LedgerError { return ledgerError }
+        guard let lmdb = error as? LMDBError else {
+            return .storage(path: path, operation: operation, code: -1, message: String(describing: error))
+        }
+        switch lmdb {
+        case .mapFull: return .storeFull(path: path, reason: "the map reached its maximum size (raise maxMapSize)")
+        case .noSpace: return .storeFull(path: path, reason: "no space left on device")
+        case .permissionDenied: return .permissionDenied(path: path, reason: "\(lmdb.message) (open read-only to read it)")
+        case .readOnlyFileSystem: return .permissionDenied(path: path, reason: "read-only file system (open read-only to read it)")
+        case .corrupted, .pageNotFound, .panic: return .corruptStore(path: path, reason: lmdb.message)
+        case .invalid, .versionMismatch: return .notALedger(path: path, reason: lmdb.message)
+        default: return .storage(path: path, operation: operation, code: lmdb.rawValue, message: lmdb.message)
+        }
+    }
+}

@@ -1,0 +1,88 @@
+import LMDB
+
+/// A snapshot of a ledger's contents and of its LMDB environment, for `ledger inspect`.
+public struct LedgerStatistics: Sendable, Hashable {
+    public var metadata: LedgerMetadata
+    /// Last sequence ever appended.
+    public var headSequence: UInt64
+    /// Lowest sequence still in the log.
+    public var firstSequence: UInt64
+    /// Events in the log.
+    public var eventCount: Int
+    /// Events in the log by type name.
+    public var countsByType: [String: UInt64]
+    /// Events in the log by origin role.
+    public var countsByOrigin: [String: UInt64]
+    /// Idempotency keys remembered.
+    public var idempotencyKeys: Int
+    /// Size of `data.mdb`.
+    public var fileBytes: Int
+    /// Map size of this process.
+    public var mapBytes: Int
+    /// Bytes of the map in use.
+    public var usedBytes: Int
+    /// Page size.
+    public var pageSize: Int
+    /// Last committed LMDB transaction.
+    public var lastTransactionID: Int
+    /// Reader slots in the lock file.
+    public var maxReaders: Int
+    /// Reader slots currently held (by live or dead processes), with their pids.
+    public var readers: [Reader]
+
+    public struct Reader: Sendable, Hashable {
+        public var pid: Int32
+        /// LMDB transaction the reader is on, if it is reading now.
+        public var transactionID: Int?
+    }
+}
+
+extension Ledger {
+    /// Counts, sizes and reader slots, read in one short transaction.
+    public func statistics() throws(LedgerError) -> LedgerStatistics {
+        let info: EnvironmentInfo
+        let readers: [ReaderSlot]
+        do {
+            info = try environment.info()
+            readers = try environment.readers()
+        } catch {
+            throw LedgerError.from(error, path: path, operation: "read environment info")
+        }
+        return try read("read statistics") { txn in
+            let head = try txn.readUInt64(schema.meta, Schema.MetaKey.head) ?? 0
+            let first = try txn.withCursor(schema.events) { try $0.first() }.flatMap { SequenceKey.decode($0.key) } ?? head + 1
+            var byType: [String: UInt64] = [:]
+            var byOrigin: [String: UInt64] = [:]
+            try txn.withCursor(schema.counters) { cursor in
+                var entry = try cursor.first()
+                while let e = entry {
+                    let name = String(decoding: e.key, as: UTF8.self)
+                    var r = ByteReader(e.value)
+                    let value = r.u64be() ?? 0
+                    if value > 0 {
+                        if name.hasPrefix("t:") { byType[String(name.dropFirst(2))] = value }
+                        if name.hasPrefix("o:") { byOrigin[String(name.dropFirst(2))] = value }
+                    }
+                    entry = try cursor.next()
+                }
+            }
+            return LedgerStatistics(
+                metadata: metadata, headSequence: head, firstSequence: first,
+                eventCount: try txn.statistics(schema.events).entries,
+                countsByType: byType, countsByOrigin: byOrigin,
+                idempotencyKeys: try txn.statistics(schema.keys).entries,
+                fileBytes: info.fileSize, mapBytes: info.mapSize, usedBytes: info.usedBytes,
+                pageSize: info.pageSize, lastTransactionID: info.lastTransactionID,
+                maxReaders: info.maxReaders,
+                readers: readers.map { LedgerStatistics.Reader(pid: $0.pid, transactionID: $0.transactionID) })
+        }
+    }
+
+    /// Clears reader slots left behind by processes that died; returns how many.
+    @discardableResult
+    public func clearStaleReaders() throws(LedgerError) -> Int {
+        do { return try environment.clearStaleReaders() } catch {
+            throw LedgerError.from(error, path: path, operation: "check readers")
+        }
+    }
+}

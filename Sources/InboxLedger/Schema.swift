@@ -1,0 +1,67 @@
+import LMDB
+
+/// The named databases of a ledger and the keys of its metadata record (docs/format.md).
+struct Schema: Sendable {
+    /// The ledger format this library writes and the newest it reads.
+    static let formatVersion: UInt32 = 1
+
+    static let metaName = "meta"
+    static let eventsName = "events"
+    static let keysName = "keys"
+    static let countersName = "counters"
+    static let allNames = [metaName, eventsName, keysName, countersName]
+
+    enum MetaKey {
+        static let format = Array("format-version".utf8)
+        static let ledgerID = Array("ledger-id".utf8)
+        static let createdAt = Array("created-at".utf8)
+        static let head = Array("head".utf8)
+    }
+
+    let meta: Database
+    let events: Database
+    let keys: Database
+    let counters: Database
+
+    init(_ environment: Environment) throws(LMDBError) {
+        meta = try environment.database(Schema.metaName)
+        events = try environment.database(Schema.eventsName)
+        keys = try environment.database(Schema.keysName)
+        counters = try environment.database(Schema.countersName)
+    }
+}
+
+/// A ledger's identity, written once when it is created.
+public struct LedgerMetadata: Hashable, Sendable {
+    /// Format version of the ledger's records and tables.
+    public var formatVersion: UInt32
+    /// A random UUID naming this ledger.
+    public var ledgerID: String
+    /// Creation time, microseconds since the epoch.
+    public var createdAtMicros: Int64
+}
+
+/// Helpers to read and write the meta record's fields.
+extension Transaction {
+    func readUInt64(_ db: Database, _ key: [UInt8]) throws(LMDBError) -> UInt64? {
+        guard let bytes = try get(db, key: key), bytes.count == 8 else { return nil }
+        var r = ByteReader(bytes)
+        return r.u64be()
+    }
+
+    func writeUInt64(_ db: Database, _ key: [UInt8], _ value: UInt64) throws(LMDBError) {
+        var w = ByteWriter(capacity: 8)
+        w.u64be(value)
+        try put(db, key: key, value: w.bytes)
+    }
+}
+
+/// A random (version 4) UUID string, without Foundation.
+func randomUUIDString() -> String {
+    var generator = SystemRandomNumberGenerator()
+    var bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    bytes[6] = (bytes[6] & 0x0F) | 0x40
+    bytes[8] = (bytes[8] & 0x3F) | 0x80
+    let hex = bytes.map { b in String(b, radix: 16).count == 1 ? "0" + String(b, radix: 16) : String(b, radix: 16) }
+    return [hex[0..<4], hex[4..<6], hex[6..<8], hex[8..<10], hex[10..<16]].map { $0.joined() }.joined(separator: "-")
+}

@@ -1,0 +1,82 @@
+import ArgumentParser
+import InboxLedger
+
+struct Append: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Append events read as JSON lines from stdin.",
+        discussion: """
+            Each line is {"type": "<name>", "data": <any JSON>, "key": "<optional idempotency key>"}.
+            Lines are committed in transactions of --batch lines; each committed event's sequence
+            number is printed on stdout as soon as its transaction commits. A malformed line is
+            reported on stderr with its line number, nothing of its batch is written, and the
+            command exits 1; earlier batches stay committed. Blank lines are skipped.
+
+            Example:
+              echo '{"type":"badge.adjusted","data":{"delta":1}}' | ledger append /tmp/inbox --origin widget
+            """
+    )
+
+    @OptionGroup var location: LedgerLocation
+
+    @Option(help: "The origin role recorded with each event (app, widget, notification-service, …).")
+    var origin = "cli"
+
+    @Option(help: "Lines per transaction.")
+    var batch = 1
+
+    @Option(help: "Commit durability: durable, singleSync or none.")
+    var durability: String = "durable"
+
+    func validate() throws {
+        guard batch >= 1 else { throw ValidationError("--batch must be at least 1") }
+        guard LedgerDurability(rawValue: durability) != nil else {
+            throw ValidationError("--durability must be one of durable, singleSync, none")
+        }
+        guard !location.readOnly else { throw ValidationError("append cannot run with --read-only") }
+    }
+
+    func run() throws {
+        let mode = LedgerDurability(rawValue: durability) ?? .durable
+        let ledger = try openLedger(location, role: origin, writes: true, create: true) { $0.durability = mode }
+        var pending: [NewEvent] = []
+        var pendingLines: [Int] = []
+        var lineNumber = 0
+
+        /// Commits the pending lines as one transaction and prints their sequence numbers.
+        func commit() throws {
+            guard !pending.isEmpty else { return }
+            do {
+                let sequences = try ledger.append(contentsOf: pending)
+                emit(sequences.map(String.init).joined(separator: "\n"))
+            } catch {
+                if case .invalidEvent(let index, let field, let reason) = error, index < pendingLines.count {
+                    printError("line \(pendingLines[index]): invalid event: \(field): \(reason) (nothing of its batch was written)")
+                    throw ExitCode(ExitStatus.problems)
+                }
+                let first = pendingLines[0], last = pendingLines[pendingLines.count - 1]
+                printError((first == last ? "line \(first)" : "lines \(first)–\(last)") + ": nothing of this batch was written")
+                throw fail(error)
+            }
+            pending.removeAll(keepingCapacity: true)
+            pendingLines.removeAll(keepingCapacity: true)
+        }
+
+        while let line = readLine(strippingNewline: true) {
+            lineNumber += 1
+            if line.allSatisfy({ $0 == " " || $0 == "\t" || $0 == "\r" }) { continue }
+            do {
+                pending.append(try EventJSON.parse(line, index: pending.count))
+                pendingLines.append(lineNumber)
+            } catch {
+                if case .invalidEvent(_, let field, let reason) = error {
+                    printError("line \(lineNumber): invalid event: \(field): \(reason) (nothing of its batch was written)")
+                } else {
+                    printError("line \(lineNumber): \(error)")
+                }
+                throw ExitCode(ExitStatus.problems)
+            }
+            if pending.count == batch { try commit() }
+        }
+        try commit()
+    }
+}

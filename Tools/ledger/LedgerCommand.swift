@@ -1,0 +1,25 @@
+import ArgumentParser
+import InboxLedger
+
+@main
+struct LedgerCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ledger",
+        abstract: "Inspect and operate an inbox & badge ledger.",
+        discussion: """
+            A ledger is a directory holding an LMDB environment that several processes append
+            events to. Exit codes: 0 ok, 1 invalid input or problems found, 2 usage,
+            3 cannot open the ledger, 4 storage failure.
+            """,
+        subcommands: [Append.self, Inspect.self]
+    )
+}
+
+/// Options shared by every subcommand that opens a ledger.
+struct LedgerLocation: ParsableArguments {
+    @Argument(help: "The ledger directory.")
+    var path: String
+
+    @Flag(name: .customLong("read-only"), help: "Open without write access.")
+    var readOnly = false
+}
