@@ -1,1 +1,179 @@
-print("x")
+// A helper process for the test suite: real writers, readers and crash victims.
+// Usage: LedgerTestAgent <mode> <arguments…>; see each mode below.
+import Foundation
+import InboxLedger
+import LMDB
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+func die(_ message: String) -> Never {
+    FileHandle.standardError.write(Data((message + "\n").utf8))
+    exit(1)
+}
+
+func say(_ message: String) {
+    print(message)
+    fflush(nil)
+}
+
+/// Appends lines to a file with O_APPEND, unbuffered: what a process wrote before being
+/// killed is in the file.
+final class AckLog {
+    let fd: Int32
+    init(_ path: String) {
+        fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        if fd < 0 { die("cannot open ack file \(path)") }
+    }
+    func write(_ line: String) {
+        let bytes = Array((line + "\n").utf8)
+        _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+    }
+}
+
+struct Generator: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+func openLedger(_ dir: String, role: String, durability: String = "durable") -> Ledger {
+    var options = LedgerOptions(role: role)
+    options.durability = LedgerDurability(rawValue: durability) ?? .durable
+    do { return try Ledger(path: dir, options: options) } catch { die("open: \(error)") }
+}
+
+/// Writes batches of 1–maxBatch events; `count` < 0 means until killed. After each commit,
+/// records "batch <b> <n> <seq,seq,…>" in the ack file.
+func writer(dir: String, role: String, count: Int, seed: UInt64, ackPath: String, maxBatch: Int, durability: String) {
+    let ledger = openLedger(dir, role: role, durability: durability)
+    let ack = AckLog(ackPath)
+    var rng = Generator(state: seed)
+    var written = 0
+    var batchNo = 0
+    while count < 0 || written < count {
+        batchNo += 1
+        let size = count < 0 ? Int.random(in: 1...maxBatch, using: &rng) : min(Int.random(in: 1...maxBatch, using: &rng), count - written)
+        let events = (0..<size).map { k in
+            NewEvent(type: "test.event", payload: Array(#"{"w":"\#(role)","b":\#(batchNo),"n":\#(size),"i":\#(written + k)}"#.utf8))
+        }
+        do {
+            let seqs = try ledger.append(contentsOf: events)
+            ack.write("batch \(batchNo) \(size) " + seqs.map(String.init).joined(separator: ","))
+        } catch {
+            die("append: \(error)")
+        }
+        written += size
+    }
+    say("wrote \(written)")
+}
+
+/// Tails the log until `count` events were seen, checking density and order; exits 1 on a gap.
+func reader(dir: String, count: Int, timeout: Double) {
+    var options = LedgerOptions(role: "reader")
+    options.readOnly = false
+    let ledger: Ledger
+    do { ledger = try Ledger(path: dir, options: options) } catch { die("open: \(error)") }
+    var last: UInt64 = 0
+    let deadline = Date().addingTimeInterval(timeout)
+    while last < UInt64(count) {
+        if Date() > deadline { die("reader timed out at \(last) of \(count)") }
+        do {
+            let events = try ledger.events(after: last, limit: 500)
+            for e in events {
+                if e.sequence != last + 1 { die("gap: expected \(last + 1), got \(e.sequence)") }
+                last = e.sequence
+            }
+            if events.isEmpty { usleep(1000) }
+        } catch {
+            die("read: \(error)")
+        }
+    }
+    say("read \(last)")
+}
+
+/// Fills an environment with `count` values of `size` bytes, 50 per transaction, from a small
+/// initial map, so the map must grow.
+func lmdbFill(dir: String, start: Int, count: Int, size: Int, initialMap: Int) {
+    var config = EnvironmentConfiguration()
+    config.databases = ["data": []]
+    config.initialMapSize = initialMap
+    do {
+        let env = try Environment.open(directory: dir, configuration: config)
+        let db = try env.database("data")
+        var i = start
+        while i < start + count {
+            let end = min(i + 50, start + count)
+            try env.write { txn in
+                for k in i..<end {
+                    var key = [UInt8](repeating: 0, count: 8)
+                    for b in 0..<8 { key[b] = UInt8(truncatingIfNeeded: UInt64(k) >> UInt64(56 - 8 * b)) }
+                    try txn.put(db, key: key, value: [UInt8](repeating: UInt8(k % 251), count: size))
+                }
+            }
+            i = end
+        }
+        say("map \(try env.info().mapSize)")
+    } catch {
+        die("lmdb-fill: \(error)")
+    }
+}
+
+/// Opens a read transaction and holds it until killed.
+func holdReader(dir: String) {
+    do {
+        let env = try Environment.open(directory: dir, configuration: EnvironmentConfiguration())
+        try env.read { _ in
+            say("holding")
+            while true { sleep(1000) }
+        }
+    } catch {
+        die("hold-reader: \(error)")
+    }
+}
+
+/// Appends one event with an idempotency key; prints its sequence or the error.
+func appendKey(dir: String, key: String, data: String) {
+    let ledger = openLedger(dir, role: "agent")
+    do {
+        say(String(try ledger.append(NewEvent(type: "test.keyed", payload: Array(data.utf8), key: key))))
+    } catch {
+        print("error: \(error)")
+        exit(2)
+    }
+}
+
+let args = CommandLine.arguments
+guard args.count >= 3 else { die("usage: LedgerTestAgent <mode> <dir> …") }
+func arg(_ i: Int) -> String {
+    guard i < args.count else { die("missing argument \(i)") }
+    return args[i]
+}
+func int(_ i: Int) -> Int {
+    guard let value = Int(arg(i)) else { die("argument \(i) is not an integer") }
+    return value
+}
+
+switch args[1] {
+case "write":   // write DIR ROLE COUNT SEED ACKFILE [MAXBATCH] [DURABILITY]
+    writer(dir: arg(2), role: arg(3), count: int(4), seed: UInt64(int(5)), ackPath: arg(6),
+           maxBatch: args.count > 7 ? int(7) : 100, durability: args.count > 8 ? arg(8) : "durable")
+case "read":    // read DIR COUNT TIMEOUT
+    reader(dir: arg(2), count: int(3), timeout: Double(int(4)))
+case "lmdb-fill":  // lmdb-fill DIR START COUNT SIZE INITIALMAP
+    lmdbFill(dir: arg(2), start: int(3), count: int(4), size: int(5), initialMap: int(6))
+case "hold-reader":  // hold-reader DIR
+    holdReader(dir: arg(2))
+case "append-key":   // append-key DIR KEY DATA
+    appendKey(dir: arg(2), key: arg(3), data: arg(4))
+default:
+    die("unknown mode \(args[1])")
+}
