@@ -1,0 +1,94 @@
+import Testing
+import TestSupport
+@testable import InboxLedger
+
+@Suite struct EnvelopeTests {
+    @Test func crc32cKnownVector() {
+        #expect(CRC32C.checksum(Array("123456789".utf8)) == 0xE306_9283)
+        #expect(CRC32C.checksum([]) == 0)
+        // The slicing-by-8 path and the byte-at-a-time tail agree across every split.
+        let data = (0..<100).map { UInt8($0 * 7 % 256) }
+        for n in 0...data.count {
+            #expect(CRC32C.checksum(Array(data.prefix(n))) == bitwiseCRC(Array(data.prefix(n))))
+        }
+    }
+
+    /// An independent bit-by-bit CRC-32C.
+    func bitwiseCRC(_ bytes: [UInt8]) -> UInt32 {
+        var crc: UInt32 = ~0
+        for b in bytes {
+            crc ^= UInt32(b)
+            for _ in 0..<8 { crc = crc & 1 != 0 ? (crc >> 1) ^ 0x82F6_3B78 : crc >> 1 }
+        }
+        return ~crc
+    }
+
+    func randomString(_ rng: inout SeededGenerator, maxBytes: Int) -> String {
+        let alphabet = Array("abcXYZ09._-:/é✓😀 ")
+        var s = ""
+        for _ in 0..<Int.random(in: 0...maxBytes, using: &rng) {
+            let c = alphabet[Int.random(in: 0..<alphabet.count, using: &rng)]
+            if s.utf8.count + String(c).utf8.count > maxBytes { break }
+            s.append(c)
+        }
+        return s
+    }
+
+    func randomEvent(_ rng: inout SeededGenerator) -> Event {
+        Event(
+            sequence: UInt64.random(in: 1...UInt64.max, using: &rng),
+            timestampMicros: Int64.random(in: Int64.min...Int64.max, using: &rng),
+            origin: Origin(role: randomString(&rng, maxBytes: 64), pid: Int32.random(in: Int32.min...Int32.max, using: &rng)),
+            type: randomString(&rng, maxBytes: 128),
+            key: Bool.random(using: &rng) ? randomString(&rng, maxBytes: 256) : nil,
+            payload: (0..<Int.random(in: 0...3000, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) })
+    }
+
+    @Test func roundTripOfRandomEvents() {
+        var rng = SeededGenerator(seed: 0xE7E7)
+        for _ in 0..<2000 {
+            let original = randomEvent(&rng)
+            let bytes = EventRecord.encode(original)
+            #expect(EventRecord.decode(bytes, sequence: original.sequence) == .success(original))
+        }
+    }
+
+    @Test func everySingleByteFlipIsDetected() {
+        var rng = SeededGenerator(seed: 42)
+        let original = randomEvent(&rng)
+        let bytes = EventRecord.encode(original)
+        for i in bytes.indices {
+            var damaged = bytes
+            damaged[i] ^= UInt8(1 << (i % 8))
+            guard case .failure = EventRecord.decode(damaged, sequence: original.sequence) else {
+                Issue.record("flip at byte \(i) went unnoticed")
+                return
+            }
+        }
+    }
+
+    @Test func recordUnderTheWrongKeyIsRejected() {
+        var rng = SeededGenerator(seed: 7)
+        var original = randomEvent(&rng)
+        original.sequence = 10
+        let bytes = EventRecord.encode(original)
+        #expect(EventRecord.decode(bytes, sequence: 11) == .failure(.sequenceMismatch(stored: 10)))
+    }
+
+    @Test func truncatedAndRandomBytesNeverCrash() {
+        var rng = SeededGenerator(seed: 99)
+        let bytes = EventRecord.encode(randomEvent(&rng))
+        for n in 0..<bytes.count {
+            guard case .failure = EventRecord.decode(Array(bytes.prefix(n)), sequence: 1) else {
+                Issue.record("a \(n)-byte prefix decoded")
+                return
+            }
+        }
+        for _ in 0..<20000 {
+            let count = Int.random(in: 0...200, using: &rng)
+            var random = (0..<count).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            if count > 0, Bool.random(using: &rng) { random[0] = EventRecord.version }
+            _ = EventRecord.decode(random, sequence: 1)
+        }
+    }
+}
