@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import InboxLedger
 
 @main
@@ -13,6 +14,20 @@ struct LedgerCommand: ParsableCommand {
             """,
         subcommands: [Append.self, Inspect.self]
     )
+
+    /// Parses and runs, mapping ArgumentParser's usage failures to the documented exit code 2.
+    static func main() {
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch {
+            if exitCode(for: error) == .validationFailure {
+                printError(fullMessage(for: error))
+                Foundation.exit(ExitStatus.usage)
+            }
+            exit(withError: error)
+        }
+    }
 }
 
 /// Options shared by every subcommand that opens a ledger.
