@@ -13,7 +13,7 @@ build: setup
 	swift build --build-tests
 
 test: build
-	swift test --skip-build --parallel --num-workers 2
+	swift test --skip-build --disable-xctest
 
 benchmark: setup
 	swift package --allow-writing-to-package-directory benchmark

@@ -1,2 +1,111 @@
+// package-benchmark suite for the ledger's hot paths. Run: `make benchmark`
+// (swift package --allow-writing-to-package-directory benchmark).
 import Benchmark
-let benchmarks: @Sendable () -> Void = {}
+import Foundation
+import InboxLedger
+import Synchronization
+
+/// A ledger in a temporary directory, kept for the life of the benchmark process.
+final class Fixture: Sendable {
+    let directory: String
+    let ledger: Ledger
+
+    init(durability: LedgerDurability, preload: Int = 0) throws {
+        directory = NSTemporaryDirectory() + "ledger-bench-\(UUID().uuidString)"
+        var options = LedgerOptions(role: "bench")
+        options.durability = durability
+        ledger = try Ledger(path: directory, options: options)
+        var loaded = 0
+        while loaded < preload {
+            let n = min(1000, preload - loaded)
+            try ledger.append(contentsOf: (0..<n).map { inboxDelta(loaded + $0) })
+            loaded += n
+        }
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: directory) }
+}
+
+let fixtures = Mutex<[String: Fixture]>([:])
+
+func fixture(_ name: String, durability: LedgerDurability, preload: Int = 0) throws -> Fixture {
+    if let existing = fixtures.withLock({ $0[name] }) { return existing }
+    let made = try Fixture(durability: durability, preload: preload)
+    fixtures.withLock { $0[name] = made }
+    return made
+}
+
+/// An inbox-sync delta of realistic size: one message with title, subheading, icon URL, dates.
+func inboxDelta(_ i: Int) -> NewEvent {
+    let json = """
+        {"mode":"delta","messages":[{"id":"msg-\(i)","title":"Your order #\(100_000 + i) has shipped","subheading":"Track the parcel and see the estimated delivery window for Tuesday","iconURL":"https://cdn.example.com/icons/shipping-\(i % 17).png","sentAt":"2026-11-22T08:\(String(format: "%02d", i % 60)):00Z","read":false}]}
+        """
+    return NewEvent(type: "inbox.synced", payload: Array(json.utf8))
+}
+
+let benchmarks: @Sendable () -> Void = {
+    Benchmark.defaultConfiguration = .init(
+        metrics: [.wallClock, .throughput, .mallocCountTotal, .peakMemoryResident],
+        maxDuration: .seconds(3),
+        maxIterations: 100_000
+    )
+
+    Benchmark("append batch of 1000 (durability none)") { benchmark in
+        let f = try fixture("batch", durability: .none)
+        var i = 0
+        let batches = (0..<4).map { b in (0..<1000).map { inboxDelta(b * 1000 + $0) } }
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(try f.ledger.append(contentsOf: batches[i % 4]))
+            i += 1
+        }
+    }
+
+    Benchmark("append batch of 1000 (durable)") { benchmark in
+        let f = try fixture("batch-durable", durability: .durable)
+        let batch = (0..<1000).map { inboxDelta($0) }
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(try f.ledger.append(contentsOf: batch))
+        }
+    }
+
+    Benchmark("append single event, durable, 1 thread") { benchmark in
+        let f = try fixture("single", durability: .durable)
+        let event = inboxDelta(1)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(try f.ledger.append(event))
+        }
+    }
+
+    Benchmark(
+        "append single event, durable, 8 threads × 25",
+        configuration: .init(metrics: [.wallClock, .throughput], maxDuration: .seconds(3))
+    ) { benchmark in
+        let f = try fixture("single8", durability: .durable)
+        let event = inboxDelta(2)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            let group = DispatchGroup()
+            for _ in 0..<8 {
+                group.enter()
+                Thread.detachNewThread {
+                    for _ in 0..<25 { _ = try? f.ledger.append(event) }
+                    group.leave()
+                }
+            }
+            group.wait()
+        }
+    }
+
+    Benchmark("range read of 1000 events") { benchmark in
+        let f = try fixture("read", durability: .none, preload: 100_000)
+        var after: UInt64 = 0
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(try f.ledger.events(after: after, limit: 1000))
+            after = (after + 7919) % 99_000
+        }
+    }
+}
