@@ -35,6 +35,7 @@ public final class Ledger: Sendable {
     let environment: Environment
     let schema: Schema
     let commitQueue: CommitQueue
+    let changeMonitor: ChangeMonitor
 
     /// Opens the ledger in `path`, creating it (and the directory) if `options.create` allows.
     ///
@@ -101,6 +102,12 @@ public final class Ledger: Sendable {
         self.metadata = metadata
         self.environment = environment
         self.commitQueue = environment.attachment("InboxLedger.CommitQueue") { CommitQueue() }
+        let meta = schema.meta
+        self.changeMonitor = environment.attachment("InboxLedger.ChangeMonitor") {
+            ChangeMonitor(dataFile: path + "/data.mdb") { [environment] in
+                try? environment.read { txn in try txn.readUInt64(meta, Schema.MetaKey.head) ?? 0 }
+            }
+        }
     }
 
     /// Decides whether a new ledger is to be created, checking everything that can be checked

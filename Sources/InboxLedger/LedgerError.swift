@@ -24,6 +24,12 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
     case eventTooLarge(index: Int, size: Int, limit: Int)
     /// The idempotency key was already used for an event with different content.
     case idempotencyConflict(key: String, existingSequence: UInt64)
+    /// The consumer is not registered (``Ledger/consumer(named:startingAt:)`` registers it).
+    case unknownConsumer(name: String)
+    /// Events after the consumer's cursor were trimmed; rebase it (docs/semantics.md).
+    case consumerGap(name: String, cursor: UInt64, firstAvailable: UInt64)
+    /// Another instance of the consumer committed since this batch was read; nothing was written.
+    case consumerConflict(name: String, expected: UInt64, actual: UInt64)
     /// A stored record failed its checksum or could not be decoded.
     case corruptRecord(sequence: UInt64, reason: String)
     /// The store's files are damaged (truncated, or LMDB reports corruption).
@@ -44,6 +50,11 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case .eventTooLarge(let index, let size, let limit): "invalid event #\(index): \(size) bytes exceeds the \(limit)-byte limit"
         case .idempotencyConflict(let key, let seq):
             "idempotency key '\(key)' was already used by event \(seq) with different content"
+        case .unknownConsumer(let name): "consumer '\(name)' is not registered"
+        case .consumerGap(let name, let cursor, let first):
+            "consumer '\(name)' is at \(cursor) but the log starts at \(first): events it has not read were trimmed"
+        case .consumerConflict(let name, let expected, let actual):
+            "consumer '\(name)' moved from \(expected) to \(actual) since this batch was read; nothing was written"
         case .corruptRecord(let seq, let reason): "corrupt record at sequence \(seq): \(reason)"
         case .corruptStore(let path, let reason): "\(path): corrupt store: \(reason)"
         case .storeFull(let path, let reason): "\(path): store full: \(reason)"

@@ -50,7 +50,7 @@ extension Ledger {
         }
         return try read("read statistics") { txn in
             let head = try txn.readUInt64(schema.meta, Schema.MetaKey.head) ?? 0
-            let first = try txn.withCursor(schema.events) { try $0.first() }.flatMap { SequenceKey.decode($0.key) } ?? head + 1
+            let first = try firstSequence(in: txn)
             var byType: [String: UInt64] = [:]
             var byOrigin: [String: UInt64] = [:]
             try txn.withCursor(schema.counters) { cursor in

@@ -9,7 +9,8 @@ struct Schema: Sendable {
     static let eventsName = "events"
     static let keysName = "keys"
     static let countersName = "counters"
-    static let allNames = [metaName, eventsName, keysName, countersName]
+    static let consumersName = "consumers"
+    static let allNames = [metaName, eventsName, keysName, countersName, consumersName] + ProjectionTable.allCases.map(\.rawValue)
 
     enum MetaKey {
         static let format = Array("format-version".utf8)
@@ -22,13 +23,21 @@ struct Schema: Sendable {
     let events: Database
     let keys: Database
     let counters: Database
+    let consumers: Database
+    let projections: [ProjectionTable: Database]
 
     init(_ environment: Environment) throws(LMDBError) {
         meta = try environment.database(Schema.metaName)
         events = try environment.database(Schema.eventsName)
         keys = try environment.database(Schema.keysName)
         counters = try environment.database(Schema.countersName)
+        consumers = try environment.database(Schema.consumersName)
+        var projections: [ProjectionTable: Database] = [:]
+        for table in ProjectionTable.allCases { projections[table] = try environment.database(table.rawValue) }
+        self.projections = projections
     }
+
+    func store(_ txn: Transaction) -> TransactionStore { TransactionStore(txn: txn, tables: projections) }
 }
 
 /// A ledger's identity, written once when it is created.

@@ -19,8 +19,9 @@ public enum DataFileProbe: Sendable, Equatable {
     case valid(pageSize: Int, fileSize: Int)
 
     // MDB_page header (16 bytes), then MDB_meta: magic u32, version u32, address ptr,
-    // mapsize size_t, 2 × MDB_db (48 bytes; the first's md_pad holds the page size),
-    // last_pg size_t, txnid size_t. 64-bit layout, native byte order.
+    // mapsize size_t, 2 × MDB_db (48 bytes each: md_pad u32 — the first's holds the page size —,
+    // flags u16, depth u16, branch, leaf, overflow, entries, root), last_pg, txnid.
+    // 64-bit layout, native byte order: the free tree's root is at 80, the main tree's at 128.
     static let magic: UInt32 = 0xBEEF_C0DE
     static let dataVersion: UInt32 = 1
 
@@ -30,24 +31,30 @@ public enum DataFileProbe: Sendable, Equatable {
         let fd = Glibc_open(path, O_RDONLY)
         if fd < 0 { return errno == ENOENT ? .missing : .unreadable(errno: errno) }
         defer { close(fd) }
-        var s = stat_t()
-        guard fstat(fd, &s) == 0 else { return .unreadable(errno: errno) }
-        let fileSize = Int(s.st_size)
         var header = [UInt8](repeating: 0, count: 160)
         let n = header.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 160, 0) }
-        guard n == 160 else { return n < 0 ? .unreadable(errno: errno) : (n < 24 ? .notLMDB : .truncated(fileSize: fileSize, requiredSize: 8192)) }
+        guard n == 160 else { return n < 0 ? .unreadable(errno: errno) : (n < 24 ? .notLMDB : .truncated(fileSize: n, requiredSize: 8192)) }
         guard load32(header, 16) == magic, load32(header, 20) == dataVersion else { return .notLMDB }
         let pageSize = Int(load32(header, 40))
         guard pageSize >= 512, pageSize <= 65536, pageSize & (pageSize - 1) == 0 else { return .notLMDB }
-        guard fileSize >= 2 * pageSize else { return .truncated(fileSize: fileSize, requiredSize: 2 * pageSize) }
         var second = [UInt8](repeating: 0, count: 160)
         let m = second.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 160, off_t(pageSize)) }
+        // The size is taken after the meta pages are read: another process may be committing
+        // right now, and the file only grows, so the size can only be larger than the meta needs.
+        var s = stat_t()
+        guard fstat(fd, &s) == 0 else { return .unreadable(errno: errno) }
+        let fileSize = Int(s.st_size)
+        guard fileSize >= 2 * pageSize else { return .truncated(fileSize: fileSize, requiredSize: 2 * pageSize) }
         guard m == 160 else { return .truncated(fileSize: fileSize, requiredSize: 2 * pageSize) }
-        // The meta with the larger transaction ID is the current one; its last page must exist.
+        // The meta with the larger transaction ID is the current one. The root pages of its two
+        // B-trees (free list, main) were written by the commit that wrote the meta, so they must
+        // lie inside the file. (Its last_pg need not: a page allocated and freed within one
+        // transaction may never be written.) P_INVALID (all ones) marks an empty tree.
         var best = header
         if load32(second, 16) == magic, load64(second, 144) > load64(header, 144) { best = second }
-        let lastPage = Int(clamping: load64(best, 136))
-        let (required, overflow) = (lastPage + 1).multipliedReportingOverflow(by: pageSize)
+        let roots = [load64(best, 80), load64(best, 128)].filter { $0 != UInt64.max }
+        let highest = Int(clamping: roots.max() ?? 1)
+        let (required, overflow) = (highest + 1).multipliedReportingOverflow(by: pageSize)
         if overflow { return .notLMDB }
         if fileSize < required { return .truncated(fileSize: fileSize, requiredSize: required) }
         return .valid(pageSize: pageSize, fileSize: fileSize)

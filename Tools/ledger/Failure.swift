@@ -51,7 +51,8 @@ func fail(_ error: LedgerError) -> ExitCode {
     printError(error.description)
     switch error {
     case .notALedger, .newerFormat, .permissionDenied, .corruptStore: return ExitCode(ExitStatus.cannotOpen)
-    case .invalidEvent, .eventTooLarge, .idempotencyConflict, .corruptRecord: return ExitCode(ExitStatus.problems)
+    case .invalidEvent, .eventTooLarge, .idempotencyConflict, .corruptRecord, .unknownConsumer, .consumerGap,
+         .consumerConflict: return ExitCode(ExitStatus.problems)
     case .readOnly, .storeFull, .storage: return ExitCode(ExitStatus.storage)
     }
 }

@@ -45,7 +45,7 @@ struct Inspect: ParsableCommand {
         let object: [String: Any] = [
             "formatVersion": Int(s.metadata.formatVersion),
             "ledgerID": s.metadata.ledgerID,
-            "createdAt": Timestamps.iso8601(micros: s.metadata.createdAtMicros),
+            "createdAt": Timestamp(micros: s.metadata.createdAtMicros).iso8601,
             "headSequence": s.headSequence,
             "firstSequence": s.firstSequence,
             "eventCount": s.eventCount,
@@ -60,15 +60,14 @@ struct Inspect: ParsableCommand {
             "readers": s.readers.map { ["pid": Int($0.pid), "transactionID": $0.transactionID as Any? ?? NSNull()] as [String: Any] },
             "lastEvents": recent.map(EventFormatting.jsonObject),
         ]
-        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
-        return String(decoding: data, as: UTF8.self)
+        return try EventFormatting.json(object)
     }
 
     func humanText(_ s: LedgerStatistics, recent: [Event], path: String) -> String {
         var lines: [String] = []
         lines.append("Ledger \(path)")
         lines.append("  id         \(s.metadata.ledgerID)")
-        lines.append("  format     \(s.metadata.formatVersion), created \(Timestamps.iso8601(micros: s.metadata.createdAtMicros))")
+        lines.append("  format     \(s.metadata.formatVersion), created \(Timestamp(micros: s.metadata.createdAtMicros).iso8601)")
         lines.append("  events     \(s.eventCount) (sequences \(s.firstSequence)–\(s.headSequence)), \(s.idempotencyKeys) idempotency keys")
         lines.append("  by type    " + Units.list(s.countsByType))
         lines.append("  by origin  " + Units.list(s.countsByOrigin))

@@ -12,7 +12,7 @@ struct LedgerCommand: ParsableCommand {
             events to. Exit codes: 0 ok, 1 invalid input or problems found, 2 usage,
             3 cannot open the ledger, 4 storage failure.
             """,
-        subcommands: [Append.self, Inspect.self]
+        subcommands: [Inspect.self, Append.self, Events.self, Widget.self, Consume.self, ConsumersCommand.self]
     )
 
     /// Parses and runs, mapping ArgumentParser's usage failures to the documented exit code 2.

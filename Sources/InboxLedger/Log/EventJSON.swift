@@ -39,6 +39,24 @@ public enum EventJSON {
         return NewEvent(type: type, payload: try canonical(dataValue, index: index), key: key)
     }
 
+    /// The canonical form of a JSON document (sorted keys, no insignificant whitespace).
+    static func canonicalize(_ bytes: [UInt8]) throws(LedgerError) -> [UInt8] {
+        let value: Any
+        do { value = try JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed]) } catch {
+            throw .invalidEvent(index: 0, field: "data", reason: "malformed JSON")
+        }
+        return try canonical(value, index: 0)
+    }
+
+    /// Canonical JSON bytes of a ``JSONValue``.
+    static func encodeCanonical(_ value: JSONValue) throws(LedgerError) -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        do { return try canonicalize(Array(encoder.encode(value))) } catch {
+            throw .invalidEvent(index: 0, field: "data", reason: "cannot be encoded as JSON")
+        }
+    }
+
     /// Canonical JSON bytes of a parsed JSON value.
     static func canonical(_ value: Any, index: Int) throws(LedgerError) -> [UInt8] {
         do {

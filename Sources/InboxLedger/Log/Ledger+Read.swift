@@ -48,11 +48,7 @@ extension Ledger {
 
     /// The lowest sequence still in the log (`headSequence() + 1` when the log is empty).
     public func firstSequence() throws(LedgerError) -> UInt64 {
-        try read("read first") { txn in
-            let first = try txn.withCursor(schema.events) { try $0.first() }
-            if let first, let seq = SequenceKey.decode(first.key) { return seq }
-            return (try txn.readUInt64(schema.meta, Schema.MetaKey.head) ?? 0) + 1
-        }
+        try read("read first") { txn in try firstSequence(in: txn) }
     }
 
     /// The number of events in the log.

@@ -14,12 +14,15 @@ final class CommitRequest: @unchecked Sendable {
     let events: [PreparedEvent]
     let origin: Origin
     let durability: LedgerDurability
-    var result: Result<[UInt64], LedgerError>?
+    /// A consumer cursor to move in the same transaction (``Consumer/commit(_:appending:)``).
+    let cursor: CursorCommit?
+    var result: Result<AppendReceipt, LedgerError>?
 
-    init(events: [PreparedEvent], origin: Origin, durability: LedgerDurability) {
+    init(events: [PreparedEvent], origin: Origin, durability: LedgerDurability, cursor: CursorCommit? = nil) {
         self.events = events
         self.origin = origin
         self.durability = durability
+        self.cursor = cursor
     }
 }
 
@@ -38,7 +41,7 @@ final class CommitQueue: Sendable {
 
     /// Enqueues `request` and returns once a commit holding it (or its failure) is final.
     /// `commit` runs on the calling thread when this caller becomes the leader.
-    func submit(_ request: CommitRequest, maxEvents: Int, commit: ([CommitRequest]) -> Void) -> Result<[UInt64], LedgerError> {
+    func submit(_ request: CommitRequest, maxEvents: Int, commit: ([CommitRequest]) -> Void) -> Result<AppendReceipt, LedgerError> {
         state.withLock { $0.pending.append(request) }
         while true {
             let batch: [CommitRequest]? = state.withLock { s in
@@ -60,7 +63,7 @@ final class CommitQueue: Sendable {
                 state.withLock { $0.leaderActive = false }
                 wakeup.broadcast()
             } else {
-                let done: Result<[UInt64], LedgerError>? = state.withLock { _ in request.result }
+                let done: Result<AppendReceipt, LedgerError>? = state.withLock { _ in request.result }
                 if let done { return done }
                 wakeup.wait { self.state.withLock { s in request.result != nil || !s.leaderActive } }
             }

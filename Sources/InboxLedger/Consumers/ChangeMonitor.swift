@@ -1,0 +1,163 @@
+import LMDB
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Wakes waiters when the ledger's head moves, whichever process appended.
+///
+/// One per directory per process. While anyone waits, a watcher thread sleeps in `poll` on an
+/// inotify watch of `data.mdb` (LMDB writes the file on every commit, the meta page last), and
+/// re-reads the head on each change; a 250 ms timeout is the safety net. With no waiters the
+/// thread exits. On platforms without inotify the watcher polls the head every 20 ms.
+final class ChangeMonitor: Sendable {
+    private struct Waiter {
+        var after: UInt64
+        var continuation: CheckedContinuation<UInt64, any Error>
+    }
+
+    private struct State {
+        var waiters: [Int: Waiter] = [:]
+        var nextID = 0
+        var watcherRunning = false
+    }
+
+    private let state = Mutex(State())
+    private let dataFile: String
+    private let readHead: @Sendable () -> UInt64?
+
+    init(dataFile: String, readHead: @escaping @Sendable () -> UInt64?) {
+        self.dataFile = dataFile
+        self.readHead = readHead
+    }
+
+    /// Returns the head as soon as it is greater than `sequence`.
+    func wait(after sequence: UInt64) async throws -> UInt64 {
+        if let head = readHead(), head > sequence { return head }
+        let id = state.withLock { s -> Int in
+            s.nextID += 1
+            return s.nextID
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<UInt64, any Error>) in
+                let startWatcher = state.withLock { s -> Bool in
+                    if Task.isCancelled {
+                        continuation.resume(throwing: CancellationError())
+                        return false
+                    }
+                    s.waiters[id] = Waiter(after: sequence, continuation: continuation)
+                    defer { s.watcherRunning = true }
+                    return !s.watcherRunning
+                }
+                if startWatcher { detachThread { self.watch() } }
+                // The head may have moved between the first check and the registration.
+                self.check()
+            }
+        } onCancel: {
+            let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
+            waiter?.continuation.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Called after a commit in this process: wakes waiters without waiting for the watcher.
+    func poke() {
+        if state.withLock({ $0.waiters.isEmpty }) { return }
+        check()
+    }
+
+    /// Resumes every waiter the current head satisfies.
+    private func check() {
+        guard let head = readHead() else { return }
+        let ready = state.withLock { s -> [CheckedContinuation<UInt64, any Error>] in
+            let ids = s.waiters.filter { $0.value.after < head }.map(\.key)
+            return ids.compactMap { s.waiters.removeValue(forKey: $0)?.continuation }
+        }
+        for continuation in ready { continuation.resume(returning: head) }
+    }
+
+    private func watch() {
+        #if canImport(Glibc)
+        let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+        if fd >= 0 { _ = inotify_add_watch(fd, dataFile, UInt32(IN_MODIFY)) }
+        defer { if fd >= 0 { close(fd) } }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        #endif
+        while true {
+            let done = state.withLock { s -> Bool in
+                if s.waiters.isEmpty { s.watcherRunning = false; return true }
+                return false
+            }
+            if done { return }
+            #if canImport(Glibc)
+            if fd >= 0 {
+                var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                if poll(&pfd, 1, 250) > 0 {
+                    _ = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                }
+            } else {
+                usleep(20_000)
+            }
+            #else
+            usleep(20_000)
+            #endif
+            check()
+        }
+    }
+}
+
+/// Starts `body` on a new OS thread (the watcher blocks in `poll`, off the cooperative pool).
+private func detachThread(_ body: @escaping @Sendable () -> Void) {
+    final class Box: Sendable {
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    }
+    var thread = pthread_t()
+    let box = Unmanaged.passRetained(Box(body)).toOpaque()
+    let started = pthread_create(&thread, nil, { context in
+        guard let context else { return nil }
+        Unmanaged<Box>.fromOpaque(context).takeRetainedValue().body()
+        return nil
+    }, box)
+    if started == 0 { pthread_detach(thread) } else {
+        Unmanaged<Box>.fromOpaque(box).takeRetainedValue().body()
+    }
+}
+
+extension Ledger {
+    /// Waits until another append (from any process) moves the head past `sequence`, and
+    /// returns the new head. Idle waiting costs no CPU to speak of (an inotify watch).
+    ///
+    /// ```swift
+    /// var seen = try ledger.headSequence()
+    /// while true {
+    ///     seen = try await ledger.waitForChange(after: seen)
+    ///     refreshWidget()
+    /// }
+    /// ```
+    public func waitForChange(after sequence: UInt64) async throws -> UInt64 {
+        try await changeMonitor.wait(after: sequence)
+    }
+
+    /// The heads the ledger moves to after `sequence`, as they happen (changes that come in
+    /// quick succession may be reported once, with the latest head).
+    public func changes(after sequence: UInt64) -> AsyncThrowingStream<UInt64, any Error> {
+        AsyncThrowingStream { continuation in
+            let task = Task {
+                var seen = sequence
+                do {
+                    while !Task.isCancelled {
+                        seen = try await waitForChange(after: seen)
+                        continuation.yield(seen)
+                    }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error is CancellationError ? nil : error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+}

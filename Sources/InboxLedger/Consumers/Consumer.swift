@@ -1,0 +1,197 @@
+import LMDB
+
+/// A consumer's row in the `consumers` table.
+struct ConsumerRecord: Hashable, Sendable {
+    /// The last sequence the consumer handled (0: none).
+    var cursor: UInt64
+    /// Last commit or heartbeat, µs since the epoch: the consumer's lease.
+    var lastSeen: Int64
+    var createdAt: Int64
+
+    func encode() -> [UInt8] {
+        var w = ByteWriter(capacity: 24)
+        w.u64be(cursor)
+        w.u64be(UInt64(bitPattern: lastSeen))
+        w.u64be(UInt64(bitPattern: createdAt))
+        return w.bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) -> ConsumerRecord? {
+        var r = ByteReader(bytes)
+        guard let c = r.u64be(), let s = r.u64be(), let k = r.u64be(), r.remaining == 0 else { return nil }
+        return ConsumerRecord(cursor: c, lastSeen: Int64(bitPattern: s), createdAt: Int64(bitPattern: k))
+    }
+}
+
+/// What `ledger consumers` and ``Ledger/consumers()`` report about one consumer.
+public struct ConsumerInfo: Hashable, Sendable {
+    public var name: String
+    /// The last sequence it handled.
+    public var cursor: UInt64
+    /// Events appended after its cursor.
+    public var lag: UInt64
+    /// Its last commit or heartbeat.
+    public var lastSeen: Timestamp
+    public var createdAt: Timestamp
+}
+
+/// Events a consumer read, to handle and then commit with ``Consumer/commit(_:appending:)``.
+public struct ConsumerBatch: Hashable, Sendable {
+    /// The cursor the events were read after.
+    public var after: UInt64
+    /// The events, in order (may be empty).
+    public var events: [Event]
+    /// The sequence to commit: the last event's, or `after` when empty.
+    public var through: UInt64 { events.last?.sequence ?? after }
+}
+
+/// A named reader of the log with a durable cursor (the seeds' action queue, done right).
+///
+/// Its cursor moves **in the same transaction** as the events it appends in response, so an
+/// effect recorded in the ledger happens exactly once even if the process dies at any instant:
+///
+/// ```swift
+/// let host = try ledger.consumer(named: "host-app")
+/// let batch = try host.next(limit: 100)
+/// var completions: [NewEvent] = []
+/// for event in batch.events where event.type == "widget.action" { /* do the work */ completions.append(...) }
+/// try host.commit(batch, appending: completions)
+/// ```
+public final class Consumer: Sendable {
+    /// The consumer's name (1–128 bytes).
+    public let name: String
+    let ledger: Ledger
+
+    init(name: String, ledger: Ledger) {
+        self.name = name
+        self.ledger = ledger
+    }
+
+    /// The last sequence this consumer committed.
+    public func cursor() throws(LedgerError) -> UInt64 {
+        try ledger.read("read consumer") { txn in try ledger.consumerRecord(name, in: txn)?.cursor ?? 0 }
+    }
+
+    /// Up to `limit` events after the cursor, in one short read transaction. Throws
+    /// ``LedgerError/consumerGap(name:cursor:firstAvailable:)`` if events it has not read were trimmed.
+    public func next(limit: Int = 100) throws(LedgerError) -> ConsumerBatch {
+        let (cursor, first) = try ledger.read("read consumer") { txn -> (UInt64, UInt64) in
+            guard let record = try ledger.consumerRecord(name, in: txn) else { throw LedgerError.unknownConsumer(name: name) }
+            return (record.cursor, try ledger.firstSequence(in: txn))
+        }
+        if cursor + 1 < first { throw .consumerGap(name: name, cursor: cursor, firstAvailable: first) }
+        return ConsumerBatch(after: cursor, events: try ledger.events(after: cursor, limit: limit))
+    }
+
+    /// Moves the cursor to `batch.through` and appends `events`, atomically. Fails with
+    /// ``LedgerError/consumerConflict(name:expected:actual:)`` (writing nothing) if another
+    /// instance of this consumer committed since `batch` was read.
+    @discardableResult
+    public func commit(_ batch: ConsumerBatch, appending events: [NewEvent] = []) throws(LedgerError) -> AppendReceipt {
+        let prepared = try ledger.prepare(events)
+        return try ledger.submit(prepared, cursor: CursorCommit(name: name, expected: batch.after, through: batch.through))
+    }
+
+    /// Renews the lease without moving the cursor.
+    public func heartbeat() throws(LedgerError) {
+        let cursor = try cursor()
+        _ = try ledger.submit([], cursor: CursorCommit(name: name, expected: cursor, through: cursor))
+    }
+}
+
+extension Ledger {
+    /// Where a new consumer starts.
+    public enum ConsumerStart: Sendable {
+        /// Before the first event: it will read the whole log.
+        case beginning
+        /// After the current head: it will read only what comes next.
+        case end
+    }
+
+    /// The consumer `name`, registered (durably, with a lease) if it does not exist yet.
+    public func consumer(named name: String, startingAt start: ConsumerStart = .beginning) throws(LedgerError) -> Consumer {
+        guard (1...128).contains(name.utf8.count) else {
+            throw .invalidEvent(index: 0, field: "consumer name", reason: "must be 1–128 bytes, got \(name.utf8.count)")
+        }
+        let exists = try read("read consumer") { txn in try consumerRecord(name, in: txn) != nil }
+        if !exists {
+            if options.readOnly { throw .readOnly(path: path) }
+            do {
+                try environment.write { txn in
+                    guard try consumerRecord(name, in: txn) == nil else { return }
+                    let now = currentMicros()
+                    let cursor = start == .end ? (try txn.readUInt64(schema.meta, Schema.MetaKey.head) ?? 0) : 0
+                    try writeConsumer(ConsumerRecord(cursor: cursor, lastSeen: now, createdAt: now), named: name, in: txn)
+                }
+            } catch {
+                throw LedgerError.from(error, path: path, operation: "register consumer")
+            }
+        }
+        return Consumer(name: name, ledger: self)
+    }
+
+    /// Every registered consumer with its cursor, lag and lease.
+    public func consumers() throws(LedgerError) -> [ConsumerInfo] {
+        try read("read consumers") { txn in
+            let head = try txn.readUInt64(schema.meta, Schema.MetaKey.head) ?? 0
+            return try txn.withCursor(schema.consumers) { cursor in
+                var infos: [ConsumerInfo] = []
+                var entry = try cursor.first()
+                while let e = entry {
+                    let name = String(decoding: e.key, as: UTF8.self)
+                    guard let record = ConsumerRecord.decode(e.value) else {
+                        throw LedgerError.corruptStore(path: path, reason: "consumer '\(name)' has a malformed record")
+                    }
+                    infos.append(ConsumerInfo(
+                        name: name, cursor: record.cursor, lag: head > record.cursor ? head - record.cursor : 0,
+                        lastSeen: Timestamp(micros: record.lastSeen), createdAt: Timestamp(micros: record.createdAt)))
+                    entry = try cursor.next()
+                }
+                return infos
+            }
+        }
+    }
+
+    /// Removes a consumer; returns whether it existed.
+    @discardableResult
+    public func dropConsumer(named name: String) throws(LedgerError) -> Bool {
+        if options.readOnly { throw .readOnly(path: path) }
+        do {
+            return try environment.write { txn in try txn.delete(schema.consumers, key: Array(name.utf8)) }
+        } catch {
+            throw LedgerError.from(error, path: path, operation: "drop consumer")
+        }
+    }
+
+    func consumerRecord(_ name: String, in txn: Transaction) throws -> ConsumerRecord? {
+        guard let bytes = try txn.get(schema.consumers, key: Array(name.utf8)) else { return nil }
+        guard let record = ConsumerRecord.decode(bytes) else {
+            throw LedgerError.corruptStore(path: path, reason: "consumer '\(name)' has a malformed record")
+        }
+        return record
+    }
+
+    func writeConsumer(_ record: ConsumerRecord, named name: String, in txn: Transaction) throws {
+        var record = record
+        if let existing = try consumerRecord(name, in: txn) { record.createdAt = existing.createdAt }
+        try txn.put(schema.consumers, key: Array(name.utf8), value: record.encode())
+    }
+
+    /// Pass-1 check of a cursor commit: nil when it may proceed.
+    func checkCursor(_ commit: CursorCommit, head: UInt64, in txn: Transaction) throws -> LedgerError? {
+        guard let record = try consumerRecord(commit.name, in: txn) else { return .unknownConsumer(name: commit.name) }
+        if record.cursor != commit.expected {
+            return .consumerConflict(name: commit.name, expected: commit.expected, actual: record.cursor)
+        }
+        if commit.through < commit.expected || commit.through > head {
+            return .invalidEvent(index: 0, field: "cursor", reason: "cannot move from \(commit.expected) to \(commit.through) (head \(head))")
+        }
+        return nil
+    }
+
+    func firstSequence(in txn: Transaction) throws -> UInt64 {
+        let first = try txn.withCursor(schema.events) { try $0.first() }
+        if let first, let seq = SequenceKey.decode(first.key) { return seq }
+        return (try txn.readUInt64(schema.meta, Schema.MetaKey.head) ?? 0) + 1
+    }
+}

@@ -1,0 +1,123 @@
+/// A point in time with microsecond precision, parsed from and printed as ISO 8601
+/// (`2026-11-22T08:00:00Z`, `2026-11-22T09:00:00.250+01:00`). Foundation-free and exact.
+public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// Microseconds since 1970-01-01T00:00:00Z.
+    public var micros: Int64
+
+    public init(micros: Int64) { self.micros = micros }
+
+    public static func < (a: Timestamp, b: Timestamp) -> Bool { a.micros < b.micros }
+
+    /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; `nil` if it is not exactly that.
+    public init?(iso8601 text: String) {
+        let b = Array(text.utf8)
+        var i = 0
+        func digits(_ n: Int) -> Int? {
+            guard i + n <= b.count else { return nil }
+            var v = 0
+            for k in 0..<n {
+                let c = b[i + k]
+                guard c >= 0x30 && c <= 0x39 else { return nil }
+                v = v * 10 + Int(c - 0x30)
+            }
+            i += n
+            return v
+        }
+        func expect(_ c: UInt8) -> Bool {
+            guard i < b.count, b[i] == c else { return false }
+            i += 1
+            return true
+        }
+        guard let year = digits(4), expect(0x2D), let month = digits(2), expect(0x2D), let day = digits(2),
+              i < b.count, b[i] == 0x54 || b[i] == 0x74 || b[i] == 0x20
+        else { return nil }
+        i += 1
+        guard let hour = digits(2), expect(0x3A), let minute = digits(2), expect(0x3A), let second = digits(2)
+        else { return nil }
+        guard (1...12).contains(month), (1...Timestamp.daysIn(month: month, year: year)).contains(day),
+              hour <= 23, minute <= 59, second <= 60
+        else { return nil }
+        var micros = 0
+        if i < b.count, b[i] == 0x2E || b[i] == 0x2C {
+            i += 1
+            var n = 0
+            var scale = 100_000
+            while i < b.count, b[i] >= 0x30 && b[i] <= 0x39 {
+                if n < 6 { micros += Int(b[i] - 0x30) * scale; scale /= 10 }
+                n += 1
+                i += 1
+            }
+            guard n > 0 else { return nil }
+        }
+        var offsetSeconds = 0
+        guard i < b.count else { return nil }
+        if b[i] == 0x5A || b[i] == 0x7A {
+            i += 1
+        } else if b[i] == 0x2B || b[i] == 0x2D {
+            let sign = b[i] == 0x2D ? -1 : 1
+            i += 1
+            guard let oh = digits(2) else { return nil }
+            _ = expect(0x3A)
+            guard let om = digits(2), oh <= 23, om <= 59 else { return nil }
+            offsetSeconds = sign * (oh * 3600 + om * 60)
+        } else {
+            return nil
+        }
+        guard i == b.count else { return nil }
+        let days = Timestamp.daysFromCivil(year: year, month: month, day: day)
+        let seconds = days * 86400 + hour * 3600 + minute * 60 + min(second, 59) - offsetSeconds
+        self.micros = Int64(seconds) * 1_000_000 + Int64(micros)
+    }
+
+    /// `2026-11-22T08:00:00Z`, with `.ffffff` when there are microseconds.
+    public var iso8601: String {
+        let seconds = micros >= 0 ? micros / 1_000_000 : (micros - 999_999) / 1_000_000
+        let fraction = Int(micros - seconds * 1_000_000)
+        let days = Int(seconds >= 0 ? seconds / 86400 : (seconds - 86399) / 86400)
+        let secondOfDay = Int(seconds) - days * 86400
+        let (y, m, d) = Timestamp.civilFromDays(days)
+        func pad(_ v: Int, _ n: Int) -> String {
+            let s = String(v)
+            return String(repeating: "0", count: max(0, n - s.count)) + s
+        }
+        var text = "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2))"
+        if fraction != 0 {
+            var f = pad(fraction, 6)
+            while f.hasSuffix("0") { f.removeLast() }
+            text += "." + f
+        }
+        return text + "Z"
+    }
+
+    public var description: String { iso8601 }
+
+    static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
+    // Howard Hinnant's days_from_civil / civil_from_days.
+    static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+
+    static func civilFromDays(_ z0: Int) -> (Int, Int, Int) {
+        let z = z0 + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
+    }
+}

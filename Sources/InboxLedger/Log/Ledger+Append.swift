@@ -1,0 +1,233 @@
+import LMDB
+
+/// An event validated and ready to be written.
+struct PreparedEvent: Sendable {
+    var type: String
+    var key: String?
+    var payload: [UInt8]
+    var digest: UInt64
+    /// The decoded payload (built-in types), or `.custom`.
+    var domain: DomainEvent
+}
+
+/// A consumer cursor to move atomically with an append.
+struct CursorCommit: Sendable {
+    var name: String
+    /// The cursor the consumer read from; the commit fails if it moved meanwhile.
+    var expected: UInt64
+    /// The new cursor (the last sequence the consumer handled).
+    var through: UInt64
+}
+
+/// What an append did: the sequence of each event (the original one for an idempotent
+/// retry) and what the projections noticed.
+public struct AppendReceipt: Hashable, Sendable {
+    /// One per appended event, in order.
+    public var sequences: [UInt64]
+    /// Remarks of the projections (an unknown action completed, …). Harmless by design.
+    public var notes: [ProjectionNote]
+}
+
+extension Ledger {
+    /// Limits on what an event may contain.
+    public enum Limits {
+        /// Longest type name, in bytes.
+        public static let maxTypeBytes = 128
+        /// Longest idempotency key, in bytes (LMDB keys are at most 511 bytes).
+        public static let maxKeyBytes = 256
+    }
+
+    /// Appends one event and returns its sequence number (or, for an idempotency key seen
+    /// before with the same content, the original event's sequence number).
+    ///
+    /// ```swift
+    /// let seq = try ledger.append(NewEvent(type: "message.read", payload: Array(#"{"ids":["m1"],"read":true}"#.utf8)))
+    /// ```
+    @discardableResult
+    public func append(_ event: NewEvent) throws(LedgerError) -> UInt64 {
+        let receipt = try appendWithReceipt(contentsOf: [event])
+        guard let first = receipt.sequences.first else {
+            throw .storage(path: path, operation: "append", code: -1, message: "no sequence assigned")
+        }
+        return first
+    }
+
+    /// Appends a domain event (see ``DomainEvent``).
+    ///
+    /// ```swift
+    /// try ledger.append(.badgeAdjusted(.delta(1)), key: "push-4711")
+    /// ```
+    @discardableResult
+    public func append(_ event: DomainEvent, key: String? = nil) throws(LedgerError) -> UInt64 {
+        try append(event.newEvent(key: key))
+    }
+
+    /// Appends `events` atomically: all of them are committed, in order, or none is.
+    /// Returns their sequence numbers in order. Blocks until the commit is on disk as
+    /// ``LedgerOptions/durability`` promises; concurrent callers in this process share commits.
+    @discardableResult
+    public func append(contentsOf events: [NewEvent]) throws(LedgerError) -> [UInt64] {
+        try appendWithReceipt(contentsOf: events).sequences
+    }
+
+    /// As ``append(contentsOf:)``, also returning what the projections noticed.
+    public func appendWithReceipt(contentsOf events: [NewEvent]) throws(LedgerError) -> AppendReceipt {
+        if events.isEmpty { return AppendReceipt(sequences: [], notes: []) }
+        return try submit(prepare(events), cursor: nil)
+    }
+
+    func submit(_ prepared: [PreparedEvent], cursor: CursorCommit?) throws(LedgerError) -> AppendReceipt {
+        if options.readOnly { throw .readOnly(path: path) }
+        let request = CommitRequest(events: prepared, origin: origin, durability: options.durability, cursor: cursor)
+        let result = commitQueue.submit(request, maxEvents: options.maxGroupCommitEvents) { batch in
+            commit(batch)
+        }
+        return try result.get()
+    }
+
+    /// Validates a batch before any transaction starts: envelope limits, and the payload of
+    /// every built-in event type.
+    func prepare(_ events: [NewEvent]) throws(LedgerError) -> [PreparedEvent] {
+        let roleBytes = origin.role.utf8.count
+        var prepared: [PreparedEvent] = []
+        prepared.reserveCapacity(events.count)
+        for (index, event) in events.enumerated() {
+            let typeBytes = event.type.utf8.count
+            guard (1...Limits.maxTypeBytes).contains(typeBytes) else {
+                throw .invalidEvent(index: index, field: "type", reason: "must be 1–\(Limits.maxTypeBytes) bytes, got \(typeBytes)")
+            }
+            guard event.type.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+                throw .invalidEvent(index: index, field: "type", reason: "must be printable ASCII without spaces, got \(String(reflecting: event.type))")
+            }
+            var keyBytes = 0
+            if let key = event.key {
+                keyBytes = key.utf8.count
+                guard (1...Limits.maxKeyBytes).contains(keyBytes) else {
+                    throw .invalidEvent(index: index, field: "key", reason: "must be 1–\(Limits.maxKeyBytes) bytes, got \(keyBytes)")
+                }
+            }
+            let size = EventRecord.headerSize + typeBytes + roleBytes + keyBytes + event.payload.count + EventRecord.trailerSize
+            guard size <= options.maxEventBytes, event.payload.count <= Int(UInt32.max) else {
+                throw .eventTooLarge(index: index, size: size, limit: options.maxEventBytes)
+            }
+            let domain = try DomainEvent.decode(type: event.type, payload: event.payload, index: index)
+            prepared.append(PreparedEvent(
+                type: event.type, key: event.key, payload: event.payload,
+                digest: ContentDigest.of(type: event.type, payload: event.payload), domain: domain))
+        }
+        return prepared
+    }
+
+    /// The leader's side of group commit: one write transaction for every request of `batch`.
+    /// A request that fails its checks (idempotency conflict, consumer conflict) fails alone.
+    func commit(_ batch: [CommitRequest]) {
+        let durability = batch.map(\.durability.lmdb).reduce(Durability.none) { $0.strongest($1) }
+        do {
+            if environment.durability != durability { try environment.setDurability(durability) }
+            let outcomes = try environment.write { txn in try write(batch, in: txn) }
+            for (request, outcome) in zip(batch, outcomes) { request.result = outcome }
+        } catch {
+            let mapped = LedgerError.from(error, path: path, operation: "append")
+            for request in batch { request.result = .failure(mapped) }
+        }
+        changeMonitor.poke()
+    }
+
+    private func write(_ batch: [CommitRequest], in txn: Transaction) throws -> [Result<AppendReceipt, LedgerError>] {
+        var head = try txn.readUInt64(schema.meta, Schema.MetaKey.head) ?? 0
+        let now = currentMicros()
+        let projector = try Projector(store: schema.store(txn))
+        var counters: [String: UInt64] = [:]
+        var outcomes: [Result<AppendReceipt, LedgerError>] = []
+        outcomes.reserveCapacity(batch.count)
+        for request in batch {
+            // Pass 1: checks that write nothing, so a failing request leaves no trace.
+            if let cursor = request.cursor, let failure = try checkCursor(cursor, head: head, in: txn) {
+                outcomes.append(.failure(failure))
+                continue
+            }
+            let resolved: [UInt64?]
+            switch try resolveKeys(request.events, in: txn) {
+            case .failure(let conflict):
+                outcomes.append(.failure(conflict))
+                continue
+            case .success(let r):
+                resolved = r
+            }
+            // Pass 2: write the new events and apply them; duplicates get the original's sequence.
+            var receipt = AppendReceipt(sequences: [], notes: [])
+            receipt.sequences.reserveCapacity(request.events.count)
+            var firstInBatch: [String: UInt64] = [:]
+            for (event, existing) in zip(request.events, resolved) {
+                if let existing, existing != 0 {
+                    receipt.sequences.append(existing)
+                    continue
+                }
+                if existing == 0, let key = event.key, let first = firstInBatch[key] {
+                    receipt.sequences.append(first)
+                    continue
+                }
+                head += 1
+                let stored = Event(sequence: head, timestampMicros: now, origin: request.origin,
+                                   type: event.type, key: event.key, payload: event.payload)
+                try txn.put(schema.events, key: SequenceKey.encode(head), value: EventRecord.encode(stored), flags: .append)
+                if let key = event.key {
+                    var w = ByteWriter(capacity: 16)
+                    w.u64be(head)
+                    w.u64be(event.digest)
+                    try txn.put(schema.keys, key: Array(key.utf8), value: w.bytes)
+                    firstInBatch[key] = head
+                }
+                receipt.notes += try projector.apply(stored, event.domain)
+                counters["t:" + event.type, default: 0] += 1
+                counters["o:" + request.origin.role, default: 0] += 1
+                receipt.sequences.append(head)
+            }
+            if let cursor = request.cursor {
+                try writeConsumer(ConsumerRecord(cursor: cursor.through, lastSeen: now, createdAt: now), named: cursor.name, in: txn)
+            }
+            outcomes.append(.success(receipt))
+        }
+        try projector.finish()
+        try txn.writeUInt64(schema.meta, Schema.MetaKey.head, head)
+        for (name, delta) in counters {
+            let key = Array(name.utf8)
+            let current = try txn.readUInt64(schema.counters, key) ?? 0
+            try txn.writeUInt64(schema.counters, key, current + delta)
+        }
+        return outcomes
+    }
+
+    /// Looks up each event's idempotency key: the stored sequence of a retry, 0 for a repeat of
+    /// an earlier event of the same batch, nil for a new event; or the conflict.
+    private func resolveKeys(_ events: [PreparedEvent], in txn: Transaction) throws -> Result<[UInt64?], LedgerError> {
+        var resolved: [UInt64?] = []
+        resolved.reserveCapacity(events.count)
+        var batchKeys: [String: (sequence: UInt64?, digest: UInt64)] = [:]
+        for (index, event) in events.enumerated() {
+            guard let key = event.key else { resolved.append(nil); continue }
+            if let seen = batchKeys[key] {
+                guard seen.digest == event.digest else {
+                    return .failure(.invalidEvent(index: index, field: "key", reason: "'\(key)' is used twice in the batch with different content"))
+                }
+                resolved.append(seen.sequence ?? 0)
+                continue
+            }
+            if let stored = try txn.get(schema.keys, key: Array(key.utf8)) {
+                var r = ByteReader(stored)
+                guard let sequence = r.u64be(), let digest = r.u64be() else {
+                    throw LedgerError.corruptStore(path: path, reason: "idempotency record for key '\(key)' is malformed")
+                }
+                guard digest == event.digest else {
+                    return .failure(.idempotencyConflict(key: key, existingSequence: sequence))
+                }
+                batchKeys[key] = (sequence, digest)
+                resolved.append(sequence)
+            } else {
+                batchKeys[key] = (nil, event.digest)
+                resolved.append(nil)
+            }
+        }
+        return .success(resolved)
+    }
+}

@@ -1,0 +1,80 @@
+import LMDB
+
+/// The first difference between the materialised projections and a rebuild from the log.
+public struct ProjectionMismatch: Hashable, Sendable, CustomStringConvertible {
+    /// The projection table.
+    public var table: String
+    /// The row's key, printable.
+    public var key: String
+    /// What the rebuild has (nil: no such row).
+    public var expected: [UInt8]?
+    /// What is stored (nil: no such row).
+    public var actual: [UInt8]?
+
+    public var description: String {
+        let what = expected == nil ? "is stored but a rebuild has no such row" : actual == nil ? "is missing" : "differs from a rebuild"
+        return "projection '\(table)' row '\(key)' \(what)"
+    }
+}
+
+extension Ledger {
+    /// Rebuilds every projection by replaying the whole log in memory and compares it with the
+    /// stored tables, in one read transaction. Returns the first difference, or nil.
+    ///
+    /// ```swift
+    /// if let mismatch = try ledger.verifyProjections() { print(mismatch) }
+    /// ```
+    public func verifyProjections() throws(LedgerError) -> ProjectionMismatch? {
+        try read("verify projections") { txn in
+            let rebuilt = MemoryStore()
+            let projector = try Projector(store: rebuilt)
+            try txn.withCursor(schema.events) { cursor in
+                var entry = try cursor.first()
+                while let e = entry {
+                    guard let seq = SequenceKey.decode(e.key) else {
+                        throw LedgerError.corruptStore(path: path, reason: "malformed event key")
+                    }
+                    let event = try decode(e.value, sequence: seq)
+                    let domain = (try? DomainEvent.decode(type: event.type, payload: event.payload)) ?? .custom(type: event.type, payload: event.payload)
+                    _ = try projector.apply(event, domain)
+                    entry = try cursor.next()
+                }
+            }
+            try projector.finish()
+            let stored = schema.store(txn)
+            for table in ProjectionTable.allCases {
+                var actual: [(key: [UInt8], value: [UInt8])] = []
+                try stored.scan(table, from: []) { key, value in
+                    actual.append((key, value))
+                    return true
+                }
+                let expected = rebuilt.sorted(table)
+                if let mismatch = firstDifference(table, expected: expected, actual: actual) { return mismatch }
+            }
+            return nil
+        }
+    }
+
+    private func firstDifference(_ table: ProjectionTable, expected: [(key: [UInt8], value: [UInt8])],
+                                 actual: [(key: [UInt8], value: [UInt8])]) -> ProjectionMismatch? {
+        func printable(_ key: [UInt8]) -> String {
+            if let text = String(validating: key, as: UTF8.self), text.unicodeScalars.allSatisfy({ $0.value >= 0x20 }) { return text }
+            return key.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+        }
+        var i = 0, j = 0
+        while i < expected.count || j < actual.count {
+            if i < expected.count, j < actual.count, expected[i].key == actual[j].key {
+                if expected[i].value != actual[j].value {
+                    return ProjectionMismatch(table: table.rawValue, key: printable(expected[i].key), expected: expected[i].value, actual: actual[j].value)
+                }
+                i += 1
+                j += 1
+            } else if j >= actual.count || (i < expected.count && expected[i].key.lexicographicallyPrecedes(actual[j].key)) {
+                return ProjectionMismatch(table: table.rawValue, key: printable(expected[i].key), expected: expected[i].value, actual: nil)
+            } else {
+                return ProjectionMismatch(table: table.rawValue, key: printable(actual[j].key), expected: nil, actual: actual[j].value)
+            }
+        }
+        return nil
+    }
+}

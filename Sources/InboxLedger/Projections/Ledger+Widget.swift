@@ -1,0 +1,181 @@
+import LMDB
+
+/// One row of the widget's list.
+public struct WidgetItem: Hashable, Sendable {
+    public var id: String
+    public var title: String
+    public var subheading: String?
+    public var iconURL: String?
+    public var sentAt: Timestamp
+    public var expiresAt: Timestamp?
+    /// Read as the user sees it (a local change wins until the server agrees).
+    public var read: Bool
+}
+
+/// Everything a widget shows, read in one short transaction.
+public struct WidgetList: Hashable, Sendable {
+    /// Newest first (ties by id), without removed or expired messages.
+    public var items: [WidgetItem]
+    /// Unread messages (all of them, not only the rows returned).
+    public var unreadCount: Int
+    /// The app badge: max(0, unread + adjustments).
+    public var badge: Int
+    /// Sequence of the last event that changed what the widget shows (0: never).
+    public var version: UInt64
+    /// Commit time of that event.
+    public var updatedAt: Timestamp?
+    /// Actions recorded and not yet completed.
+    public var pendingActions: Int
+    /// When the next shown message expires: refresh then, even without a new event.
+    public var nextExpiry: Timestamp?
+}
+
+/// A message with both read flags (``Ledger/message(id:)``).
+public struct MessageState: Hashable, Sendable {
+    public var id: String
+    public var title: String
+    public var subheading: String?
+    public var iconURL: String?
+    public var sentAt: Timestamp
+    public var expiresAt: Timestamp?
+    public var extras: [String: String]
+    /// The server's flag, from the last sync that carried one.
+    public var serverRead: Bool
+    /// A local override (widget, app), kept until a sync agrees.
+    public var localRead: Bool?
+    /// What the user sees.
+    public var read: Bool
+    /// Sequence of the last event that changed this message.
+    public var changedAt: UInt64
+}
+
+/// A widget action waiting for the host app.
+public struct PendingAction: Hashable, Sendable {
+    /// Sequence of the `widget.action` event.
+    public var sequence: UInt64
+    public var actionID: String
+    public var kind: String
+    public var target: String?
+    public var name: String?
+    /// The action's payload as canonical JSON (empty if none).
+    public var payload: [UInt8]
+    /// Role of the process that recorded it.
+    public var origin: String
+    public var recordedAt: Timestamp
+}
+
+extension Timestamp {
+    /// The current time.
+    public static var now: Timestamp { Timestamp(micros: currentMicros()) }
+}
+
+extension Ledger {
+    /// What the widget shows: the top `limit` rows, unread count, badge and version, from one
+    /// short read transaction (no log decoding, no lock held afterwards).
+    ///
+    /// ```swift
+    /// let list = try ledger.widgetList(limit: 5)
+    /// for row in list.items { print(row.read ? " " : "•", row.title) }
+    /// print("badge", list.badge)
+    /// ```
+    public func widgetList(limit: Int = 10, now: Timestamp = .now) throws(LedgerError) -> WidgetList {
+        try read("read widget list") { txn in
+            let store = schema.store(txn)
+            let state = try projectionState(store)
+            let (expiredUnread, nextExpiry) = try expiredUnread(store, now: now.micros)
+            var items: [WidgetItem] = []
+            if limit > 0 {
+                try store.scan(.widget, from: []) { key, value in
+                    guard let record = MessageRecord.decode(value) else {
+                        throw LedgerError.corruptStore(path: path, reason: "widget row \(key.count) bytes is malformed")
+                    }
+                    if let e = record.expiresAt, e <= now.micros { return true }
+                    items.append(WidgetItem(
+                        id: record.id, title: record.title, subheading: record.subheading, iconURL: record.iconURL,
+                        sentAt: Timestamp(micros: record.sentAt), expiresAt: record.expiresAt.map(Timestamp.init(micros:)),
+                        read: record.isRead))
+                    return items.count < limit
+                }
+            }
+            let unread = max(0, state.unread - expiredUnread)
+            return WidgetList(
+                items: items, unreadCount: Int(unread), badge: Int(state.badge(unread: unread)),
+                version: state.version, updatedAt: state.version == 0 ? nil : Timestamp(micros: state.updatedAt),
+                pendingActions: Int(state.pendingCount), nextExpiry: nextExpiry.map(Timestamp.init(micros:)))
+        }
+    }
+
+    /// The app badge now.
+    public func badge(now: Timestamp = .now) throws(LedgerError) -> Int {
+        try widgetList(limit: 0, now: now).badge
+    }
+
+    /// Whether what the widget shows changed since `version` (a ``WidgetList/version`` it
+    /// showed): one key read, O(1).
+    public func hasChanged(since version: UInt64) throws(LedgerError) -> Bool {
+        try currentVersion() != version
+    }
+
+    /// The current ``WidgetList/version``.
+    public func currentVersion() throws(LedgerError) -> UInt64 {
+        try read("read version") { txn in
+            try schema.store(txn).get(.state, Array("version".utf8)).flatMap { SequenceKey.decode($0) } ?? 0
+        }
+    }
+
+    /// A message with both read flags, or nil if the inbox does not hold it.
+    public func message(id: String) throws(LedgerError) -> MessageState? {
+        try read("read message") { txn in
+            guard let bytes = try schema.store(txn).get(.messages, Array(id.utf8)) else { return nil }
+            guard let r = MessageRecord.decode(bytes) else {
+                throw LedgerError.corruptStore(path: path, reason: "message '\(id)' is malformed")
+            }
+            return MessageState(
+                id: r.id, title: r.title, subheading: r.subheading, iconURL: r.iconURL, sentAt: Timestamp(micros: r.sentAt),
+                expiresAt: r.expiresAt.map(Timestamp.init(micros:)), extras: r.extras, serverRead: r.serverRead,
+                localRead: r.localRead, read: r.isRead, changedAt: r.changedAt)
+        }
+    }
+
+    /// Pending actions in the order they were recorded.
+    public func pendingActions(limit: Int = 100) throws(LedgerError) -> [PendingAction] {
+        guard limit > 0 else { return [] }
+        return try read("read pending actions") { txn in
+            var actions: [PendingAction] = []
+            try schema.store(txn).scan(.actions, from: []) { key, value in
+                guard let seq = SequenceKey.decode(key), let r = ActionRecord.decode(value) else {
+                    throw LedgerError.corruptStore(path: path, reason: "pending action row is malformed")
+                }
+                actions.append(PendingAction(
+                    sequence: seq, actionID: r.actionID, kind: r.kind, target: r.target, name: r.name,
+                    payload: r.payload, origin: r.role, recordedAt: Timestamp(micros: r.recordedAt)))
+                return actions.count < limit
+            }
+            return actions
+        }
+    }
+
+    func projectionState(_ store: some ProjectionStore) throws -> ProjectionState {
+        var values: [UInt64] = []
+        for field in ProjectionState.fields {
+            values.append(try store.get(.state, Array(field.utf8)).flatMap { SequenceKey.decode($0) } ?? 0)
+        }
+        return ProjectionState(values: values)
+    }
+
+    /// Unread messages that expired since the last event (hidden from reads already), and the
+    /// next expiry still ahead.
+    private func expiredUnread(_ store: some ProjectionStore, now: Int64) throws -> (Int64, Int64?) {
+        var count: Int64 = 0
+        var next: Int64?
+        try store.scan(.expiry, from: []) { key, _ in
+            guard let at = TimeKey.decodeAscending(key[...]) else { return false }
+            if at > now { next = at; return false }
+            if let bytes = try store.get(.messages, Array(key.dropFirst(8))), let r = MessageRecord.decode(bytes), !r.isRead {
+                count += 1
+            }
+            return true
+        }
+        return (count, next)
+    }
+}

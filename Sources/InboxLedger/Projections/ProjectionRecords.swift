@@ -1,0 +1,218 @@
+/// The tables the inline projections maintain (docs/format.md).
+enum ProjectionTable: String, CaseIterable, Sendable {
+    /// message id → ``MessageRecord``
+    case messages
+    /// inverted sentAt (8 B) + id → ``MessageRecord`` (the widget's order: newest first, ties by id)
+    case widget
+    /// sortable expiresAt (8 B) + id → empty
+    case expiry
+    /// sequence of the `widget.action` (8 B BE) → ``ActionRecord``, while pending
+    case actions
+    /// action id → ``ActionStatus``
+    case actionIDs = "action-ids"
+    /// field name → value (unread, badge adjustment, version, …)
+    case state
+}
+
+/// Sortable 8-byte encodings of signed times.
+enum TimeKey {
+    /// Ascending order of `micros`.
+    static func ascending(_ micros: Int64) -> [UInt8] {
+        SequenceKey.encode(UInt64(bitPattern: micros) ^ (1 << 63))
+    }
+
+    /// Descending order of `micros` (newest first).
+    static func descending(_ micros: Int64) -> [UInt8] {
+        SequenceKey.encode(~(UInt64(bitPattern: micros) ^ (1 << 63)))
+    }
+
+    static func decodeAscending(_ bytes: ArraySlice<UInt8>) -> Int64? {
+        guard bytes.count >= 8, let v = SequenceKey.decode(Array(bytes.prefix(8))) else { return nil }
+        return Int64(bitPattern: v ^ (1 << 63))
+    }
+
+    static func widgetKey(sentAt: Int64, id: String) -> [UInt8] { descending(sentAt) + Array(id.utf8) }
+    static func expiryKey(expiresAt: Int64, id: String) -> [UInt8] { ascending(expiresAt) + Array(id.utf8) }
+}
+
+/// A message as the projections keep it: the server's fields and both read flags.
+struct MessageRecord: Hashable, Sendable {
+    var id: String
+    var title: String
+    var subheading: String?
+    var iconURL: String?
+    var sentAt: Int64
+    var expiresAt: Int64?
+    /// The server's read flag (last sync that carried one).
+    var serverRead: Bool
+    /// A local override (widget/app), kept until a sync agrees with it.
+    var localRead: Bool?
+    var extras: [String: String]
+    /// Sequence of the last event that changed this message.
+    var changedAt: UInt64
+
+    /// What the user sees: the local override if any, else the server's flag.
+    var isRead: Bool { localRead ?? serverRead }
+
+    static let version: UInt8 = 1
+
+    func encode() -> [UInt8] {
+        var w = ByteWriter(capacity: 64 + title.utf8.count + (subheading?.utf8.count ?? 0) + (iconURL?.utf8.count ?? 0))
+        var flags: UInt8 = 0
+        if subheading != nil { flags |= 1 }
+        if iconURL != nil { flags |= 2 }
+        if expiresAt != nil { flags |= 4 }
+        if serverRead { flags |= 8 }
+        if let localRead { flags |= 16; if localRead { flags |= 32 } }
+        w.u8(Self.version)
+        w.u8(flags)
+        w.u64le(UInt64(bitPattern: sentAt))
+        w.u64le(UInt64(bitPattern: expiresAt ?? 0))
+        w.u64le(changedAt)
+        w.string(id)
+        w.string(title)
+        w.string(subheading ?? "")
+        w.string(iconURL ?? "")
+        w.u32le(UInt32(extras.count))
+        for (k, v) in extras.sorted(by: { $0.key < $1.key }) {
+            w.string(k)
+            w.string(v)
+        }
+        return w.bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) -> MessageRecord? {
+        var r = ByteReader(bytes)
+        guard r.u8() == version, let flags = r.u8(), let sent = r.u64le(), let expires = r.u64le(),
+              let changed = r.u64le(), let id = r.string(), let title = r.string(), let sub = r.string(),
+              let icon = r.string(), let count = r.u32le(), count <= 10_000
+        else { return nil }
+        var extras: [String: String] = [:]
+        for _ in 0..<count {
+            guard let k = r.string(), let v = r.string() else { return nil }
+            extras[k] = v
+        }
+        guard r.remaining == 0 else { return nil }
+        return MessageRecord(
+            id: id, title: title, subheading: flags & 1 != 0 ? sub : nil, iconURL: flags & 2 != 0 ? icon : nil,
+            sentAt: Int64(bitPattern: sent), expiresAt: flags & 4 != 0 ? Int64(bitPattern: expires) : nil,
+            serverRead: flags & 8 != 0, localRead: flags & 16 != 0 ? flags & 32 != 0 : nil,
+            extras: extras, changedAt: changed)
+    }
+}
+
+/// A pending widget action.
+struct ActionRecord: Hashable, Sendable {
+    var actionID: String
+    var kind: String
+    var target: String?
+    var name: String?
+    /// Canonical JSON of the payload, empty if none.
+    var payload: [UInt8]
+    var role: String
+    var recordedAt: Int64
+
+    func encode() -> [UInt8] {
+        var w = ByteWriter(capacity: 64 + payload.count)
+        w.u8(1)
+        w.u8((target != nil ? 1 : 0) | (name != nil ? 2 : 0))
+        w.u64le(UInt64(bitPattern: recordedAt))
+        w.string(actionID)
+        w.string(kind)
+        w.string(target ?? "")
+        w.string(name ?? "")
+        w.string(role)
+        w.u32le(UInt32(payload.count))
+        w.append(payload)
+        return w.bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) -> ActionRecord? {
+        var r = ByteReader(bytes)
+        guard r.u8() == 1, let flags = r.u8(), let at = r.u64le(), let id = r.string(), let kind = r.string(),
+              let target = r.string(), let name = r.string(), let role = r.string(), let n = r.u32le(),
+              let payload = r.take(Int(n)), r.remaining == 0
+        else { return nil }
+        return ActionRecord(actionID: id, kind: kind, target: flags & 1 != 0 ? target : nil,
+                            name: flags & 2 != 0 ? name : nil, payload: Array(payload), role: role,
+                            recordedAt: Int64(bitPattern: at))
+    }
+}
+
+/// Where an action stands: recorded at `sequence`, then maybe completed.
+struct ActionStatus: Hashable, Sendable {
+    enum State: UInt8 { case pending = 0, done = 1, failed = 2, discarded = 3 }
+    var sequence: UInt64
+    var state: State
+    var completedAt: UInt64
+
+    func encode() -> [UInt8] {
+        var w = ByteWriter(capacity: 17)
+        w.u64be(sequence)
+        w.u8(state.rawValue)
+        w.u64be(completedAt)
+        return w.bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) -> ActionStatus? {
+        var r = ByteReader(bytes)
+        guard let s = r.u64be(), let raw = r.u8(), let state = State(rawValue: raw), let c = r.u64be(), r.remaining == 0
+        else { return nil }
+        return ActionStatus(sequence: s, state: state, completedAt: c)
+    }
+}
+
+/// The scalar state of the projections, kept in the `state` table.
+struct ProjectionState: Hashable, Sendable {
+    /// Unread messages (not removed, not expired as of the last applied event).
+    var unread: Int64 = 0
+    /// Badge = max(0, unread + badgeAdjustment).
+    var badgeAdjustment: Int64 = 0
+    /// Messages in the table.
+    var messageCount: Int64 = 0
+    /// Pending actions.
+    var pendingCount: Int64 = 0
+    /// Sequence of the last event that changed what the widget shows.
+    var version: UInt64 = 0
+    /// Commit time of that event.
+    var updatedAt: Int64 = 0
+    /// Sequence of the last event applied.
+    var appliedThrough: UInt64 = 0
+
+    static let fields = ["unread", "badge-adjustment", "message-count", "pending-count", "version", "updated-at", "applied-through"]
+
+    var values: [UInt64] {
+        [UInt64(bitPattern: unread), UInt64(bitPattern: badgeAdjustment), UInt64(bitPattern: messageCount),
+         UInt64(bitPattern: pendingCount), version, UInt64(bitPattern: updatedAt), appliedThrough]
+    }
+
+    init() {}
+
+    init(values: [UInt64]) {
+        unread = Int64(bitPattern: values[0])
+        badgeAdjustment = Int64(bitPattern: values[1])
+        messageCount = Int64(bitPattern: values[2])
+        pendingCount = Int64(bitPattern: values[3])
+        version = values[4]
+        updatedAt = Int64(bitPattern: values[5])
+        appliedThrough = values[6]
+    }
+
+    /// The badge for a given unread count.
+    func badge(unread: Int64) -> Int64 { max(0, unread + badgeAdjustment) }
+}
+
+extension ByteWriter {
+    mutating func string(_ s: String) {
+        let bytes = Array(s.utf8)
+        u32le(UInt32(bytes.count))
+        append(bytes)
+    }
+}
+
+extension ByteReader {
+    mutating func string() -> String? {
+        guard let n = u32le(), let bytes = take(Int(n)) else { return nil }
+        return String(validating: bytes, as: UTF8.self)
+    }
+}

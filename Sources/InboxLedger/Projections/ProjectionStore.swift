@@ -1,0 +1,53 @@
+import LMDB
+
+/// Where projections live: the LMDB tables inside the append's write transaction, or an
+/// in-memory copy for rebuilding and comparing (``Ledger/verifyProjections()``).
+protocol ProjectionStore {
+    func get(_ table: ProjectionTable, _ key: [UInt8]) throws -> [UInt8]?
+    func put(_ table: ProjectionTable, _ key: [UInt8], _ value: [UInt8]) throws
+    func delete(_ table: ProjectionTable, _ key: [UInt8]) throws
+    /// Visits entries in ascending key order from the first key ≥ `start` while `body` returns true.
+    func scan(_ table: ProjectionTable, from start: [UInt8], _ body: (_ key: [UInt8], _ value: [UInt8]) throws -> Bool) throws
+}
+
+/// The LMDB-backed store: one transaction's view of the projection tables.
+struct TransactionStore: ProjectionStore {
+    let txn: Transaction
+    let tables: [ProjectionTable: Database]
+
+    func db(_ table: ProjectionTable) throws -> Database {
+        guard let db = tables[table] else { throw LMDBError.badDatabase }
+        return db
+    }
+
+    func get(_ table: ProjectionTable, _ key: [UInt8]) throws -> [UInt8]? { try txn.get(db(table), key: key) }
+    func put(_ table: ProjectionTable, _ key: [UInt8], _ value: [UInt8]) throws { try txn.put(db(table), key: key, value: value) }
+    func delete(_ table: ProjectionTable, _ key: [UInt8]) throws { try txn.delete(db(table), key: key) }
+
+    func scan(_ table: ProjectionTable, from start: [UInt8], _ body: ([UInt8], [UInt8]) throws -> Bool) throws {
+        try txn.withCursor(db(table)) { cursor in
+            var entry = start.isEmpty ? try cursor.first() : try cursor.seek(atLeast: start)
+            while let e = entry, try body(e.key, e.value) { entry = try cursor.next() }
+        }
+    }
+}
+
+/// An in-memory store with the same semantics, for rebuilds and comparisons.
+final class MemoryStore: ProjectionStore {
+    var tables: [ProjectionTable: [[UInt8]: [UInt8]]] = [:]
+
+    func get(_ table: ProjectionTable, _ key: [UInt8]) throws -> [UInt8]? { tables[table]?[key] }
+    func put(_ table: ProjectionTable, _ key: [UInt8], _ value: [UInt8]) throws { tables[table, default: [:]][key] = value }
+    func delete(_ table: ProjectionTable, _ key: [UInt8]) throws { tables[table]?[key] = nil }
+
+    func scan(_ table: ProjectionTable, from start: [UInt8], _ body: ([UInt8], [UInt8]) throws -> Bool) throws {
+        for (key, value) in sorted(table) where !key.lexicographicallyPrecedes(start) {
+            if try !body(key, value) { return }
+        }
+    }
+
+    /// A table's entries in key order.
+    func sorted(_ table: ProjectionTable) -> [(key: [UInt8], value: [UInt8])] {
+        (tables[table] ?? [:]).sorted { $0.key.lexicographicallyPrecedes($1.key) }.map { (key: $0.key, value: $0.value) }
+    }
+}

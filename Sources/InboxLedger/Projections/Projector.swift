@@ -1,0 +1,238 @@
+/// Something a projection noticed while applying an event, reported to the appender.
+public enum ProjectionNote: Hashable, Sendable, CustomStringConvertible {
+    /// `action.completed` for an action that was never recorded.
+    case unknownAction(actionID: String, sequence: UInt64)
+    /// `action.completed` for an action already completed (the first completion stands).
+    case alreadyCompleted(actionID: String, sequence: UInt64)
+    /// `widget.action` reusing the id of an action already recorded (ignored).
+    case duplicateAction(actionID: String, sequence: UInt64)
+    /// `message.read` (or a `markRead` action) naming messages the inbox does not hold (ignored).
+    case unknownMessages(ids: [String], sequence: UInt64)
+
+    public var description: String {
+        switch self {
+        case .unknownAction(let id, let seq): "event \(seq): action '\(id)' is unknown; nothing to complete"
+        case .alreadyCompleted(let id, let seq): "event \(seq): action '\(id)' was already completed"
+        case .duplicateAction(let id, let seq): "event \(seq): action '\(id)' was already recorded; ignored"
+        case .unknownMessages(let ids, let seq): "event \(seq): unknown message(s) \(ids.joined(separator: ", ")); ignored"
+        }
+    }
+}
+
+/// Applies events to the projections (docs/semantics.md states every rule implemented here).
+/// One projector serves one write transaction (or one rebuild): it loads the scalar state once
+/// and writes it back in ``finish()``.
+final class Projector<Store: ProjectionStore> {
+    let store: Store
+    private(set) var state: ProjectionState
+    private var stateDirty = false
+
+    init(store: Store) throws {
+        self.store = store
+        var values: [UInt64] = []
+        for field in ProjectionState.fields {
+            let bytes = try store.get(.state, Array(field.utf8))
+            values.append(bytes.flatMap { SequenceKey.decode($0) } ?? 0)
+        }
+        state = ProjectionState(values: values)
+    }
+
+    /// Writes the scalar state back if it changed.
+    func finish() throws {
+        guard stateDirty else { return }
+        for (field, value) in zip(ProjectionState.fields, state.values) {
+            try store.put(.state, Array(field.utf8), SequenceKey.encode(value))
+        }
+        stateDirty = false
+    }
+
+    /// Applies one committed event. Custom types leave the projections untouched.
+    func apply(_ event: Event, _ domain: DomainEvent) throws -> [ProjectionNote] {
+        if case .custom = domain { return [] }
+        let before = state
+        var notes: [ProjectionNote] = []
+        var changed = try removeExpired(asOf: event.timestampMicros)
+        switch domain {
+        case .inboxSynced(let sync):
+            changed = try applySync(sync, event) || changed
+        case .messageRead(let change):
+            var unknown: [String] = []
+            for id in change.ids {
+                switch try setLocalRead(id, change.read, event.sequence) {
+                case nil: unknown.append(id)
+                case let didChange?: changed = didChange || changed
+                }
+            }
+            if !unknown.isEmpty { notes.append(.unknownMessages(ids: unknown, sequence: event.sequence)) }
+        case .widgetAction(let action):
+            let idKey = Array(action.actionID.utf8)
+            if try store.get(.actionIDs, idKey) != nil {
+                notes.append(.duplicateAction(actionID: action.actionID, sequence: event.sequence))
+                break
+            }
+            let record = ActionRecord(
+                actionID: action.actionID, kind: action.kind.rawValue, target: action.target, name: action.name,
+                payload: try action.payload.map { try EventJSON.encodeCanonical($0) } ?? [],
+                role: event.origin.role, recordedAt: event.timestampMicros)
+            try store.put(.actions, SequenceKey.encode(event.sequence), record.encode())
+            try store.put(.actionIDs, idKey, ActionStatus(sequence: event.sequence, state: .pending, completedAt: 0).encode())
+            state.pendingCount += 1
+            if action.kind == .markRead, let target = action.target {
+                switch try setLocalRead(target, true, event.sequence) {
+                case nil: notes.append(.unknownMessages(ids: [target], sequence: event.sequence))
+                case let didChange?: changed = didChange || changed
+                }
+            }
+        case .actionCompleted(let completion):
+            let idKey = Array(completion.actionID.utf8)
+            guard let bytes = try store.get(.actionIDs, idKey), var status = ActionStatus.decode(bytes) else {
+                notes.append(.unknownAction(actionID: completion.actionID, sequence: event.sequence))
+                break
+            }
+            guard status.state == .pending else {
+                notes.append(.alreadyCompleted(actionID: completion.actionID, sequence: event.sequence))
+                break
+            }
+            try store.delete(.actions, SequenceKey.encode(status.sequence))
+            status.state = switch completion.outcome {
+            case .done: .done
+            case .failed: .failed
+            case .discarded: .discarded
+            }
+            status.completedAt = event.sequence
+            try store.put(.actionIDs, idKey, status.encode())
+            state.pendingCount -= 1
+        case .badgeAdjusted(let adjustment):
+            switch adjustment {
+            case .delta(let d):
+                // The shown badge moves by d and never below 0.
+                state.badgeAdjustment = max(state.badgeAdjustment + d, -state.unread)
+            case .set(let n):
+                state.badgeAdjustment = n - state.unread
+            }
+        case .custom:
+            break
+        }
+        if changed || state.unread != before.unread || state.badge(unread: state.unread) != before.badge(unread: before.unread) {
+            state.version = event.sequence
+            state.updatedAt = event.timestampMicros
+        }
+        state.appliedThrough = event.sequence
+        stateDirty = true
+        return notes
+    }
+
+    // MARK: - Messages
+
+    private func message(_ id: String) throws -> MessageRecord? {
+        guard let bytes = try store.get(.messages, Array(id.utf8)) else { return nil }
+        guard let record = MessageRecord.decode(bytes) else { throw ProjectionError.malformed(table: .messages, key: id) }
+        return record
+    }
+
+    private func write(_ record: MessageRecord, replacing old: MessageRecord?) throws {
+        if let old {
+            if old.sentAt != record.sentAt { try store.delete(.widget, TimeKey.widgetKey(sentAt: old.sentAt, id: old.id)) }
+            if let e = old.expiresAt, e != record.expiresAt { try store.delete(.expiry, TimeKey.expiryKey(expiresAt: e, id: old.id)) }
+            if !old.isRead { state.unread -= 1 }
+        } else {
+            state.messageCount += 1
+        }
+        let bytes = record.encode()
+        try store.put(.messages, Array(record.id.utf8), bytes)
+        try store.put(.widget, TimeKey.widgetKey(sentAt: record.sentAt, id: record.id), bytes)
+        if let e = record.expiresAt { try store.put(.expiry, TimeKey.expiryKey(expiresAt: e, id: record.id), []) }
+        if !record.isRead { state.unread += 1 }
+    }
+
+    private func remove(_ record: MessageRecord) throws {
+        try store.delete(.messages, Array(record.id.utf8))
+        try store.delete(.widget, TimeKey.widgetKey(sentAt: record.sentAt, id: record.id))
+        if let e = record.expiresAt { try store.delete(.expiry, TimeKey.expiryKey(expiresAt: e, id: record.id)) }
+        if !record.isRead { state.unread -= 1 }
+        state.messageCount -= 1
+    }
+
+    /// Removes messages whose expiry is at or before `now` (the event's commit time).
+    private func removeExpired(asOf now: Int64) throws -> Bool {
+        var expired: [String] = []
+        try store.scan(.expiry, from: []) { key, _ in
+            guard let at = TimeKey.decodeAscending(key[...]), at <= now else { return false }
+            expired.append(String(decoding: key.dropFirst(8), as: UTF8.self))
+            return true
+        }
+        for id in expired {
+            if let record = try message(id) { try remove(record) } else {
+                throw ProjectionError.malformed(table: .expiry, key: id)
+            }
+        }
+        return !expired.isEmpty
+    }
+
+    private func applySync(_ sync: InboxSync, _ event: Event) throws -> Bool {
+        var changed = false
+        if sync.mode == .full {
+            let listed = Set(sync.messages.map(\.id))
+            var missing: [MessageRecord] = []
+            try store.scan(.messages, from: []) { key, value in
+                if !listed.contains(String(decoding: key, as: UTF8.self)) {
+                    guard let record = MessageRecord.decode(value) else {
+                        throw ProjectionError.malformed(table: .messages, key: String(decoding: key, as: UTF8.self))
+                    }
+                    missing.append(record)
+                }
+                return true
+            }
+            for record in missing { try remove(record) }
+            changed = !missing.isEmpty
+        }
+        for id in sync.removed {
+            if let record = try message(id) {
+                try remove(record)
+                changed = true
+            }
+        }
+        for m in sync.messages {
+            let old = try message(m.id)
+            if let expires = m.expiresAt, expires.micros <= event.timestampMicros {
+                // Already expired when synced: not kept.
+                if let old { try remove(old); changed = true }
+                continue
+            }
+            let serverRead = m.read ?? old?.serverRead ?? false
+            var localRead = old?.localRead
+            if localRead == serverRead { localRead = nil }  // the server caught up with the local change
+            var record = MessageRecord(
+                id: m.id, title: m.title, subheading: m.subheading, iconURL: m.iconURL, sentAt: m.sentAt.micros,
+                expiresAt: m.expiresAt?.micros, serverRead: serverRead, localRead: localRead,
+                extras: m.extras ?? [:], changedAt: old?.changedAt ?? event.sequence)
+            if record == old { continue }
+            record.changedAt = event.sequence
+            try write(record, replacing: old)
+            changed = true
+        }
+        return changed
+    }
+
+    /// Sets a local read flag. Returns nil for an unknown message, else whether anything changed.
+    private func setLocalRead(_ id: String, _ read: Bool, _ sequence: UInt64) throws -> Bool? {
+        guard let old = try message(id) else { return nil }
+        var record = old
+        record.localRead = read == old.serverRead ? nil : read
+        if record.localRead == old.localRead { return false }
+        record.changedAt = sequence
+        try write(record, replacing: old)
+        return record.isRead != old.isRead
+    }
+}
+
+/// A projection row that cannot be decoded (damage behind the ledger's back).
+enum ProjectionError: Error, CustomStringConvertible {
+    case malformed(table: ProjectionTable, key: String)
+
+    var description: String {
+        switch self {
+        case .malformed(let table, let key): "projection table '\(table.rawValue)' has a malformed row '\(key)'"
+        }
+    }
+}

@@ -1,0 +1,73 @@
+import ArgumentParser
+import Foundation
+import InboxLedger
+
+struct Widget: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show exactly what the widget would show: rows, unread count, badge, pending actions.",
+        discussion: """
+            Reads the inline projections in one short read transaction (no log decoding).
+
+            Example:
+              ledger widget /tmp/inbox --limit 5 --json
+            """
+    )
+
+    @OptionGroup var location: LedgerLocation
+
+    @Option(help: "Rows to show.")
+    var limit = 10
+
+    @Flag(help: "Print one JSON object.")
+    var json = false
+
+    func validate() throws {
+        guard limit >= 0 else { throw ValidationError("--limit must not be negative") }
+    }
+
+    func run() throws {
+        let ledger = try openLedger(location, writes: false)
+        let list: WidgetList
+        let actions: [PendingAction]
+        do {
+            list = try ledger.widgetList(limit: limit)
+            actions = try ledger.pendingActions(limit: 1000)
+        } catch {
+            throw fail(error)
+        }
+        if json {
+            let object: [String: Any] = [
+                "items": list.items.map { item -> [String: Any] in
+                    [
+                        "id": item.id, "title": item.title, "subheading": item.subheading as Any? ?? NSNull(),
+                        "iconURL": item.iconURL as Any? ?? NSNull(), "sentAt": item.sentAt.iso8601, "read": item.read,
+                    ]
+                },
+                "unreadCount": list.unreadCount,
+                "badge": list.badge,
+                "version": list.version,
+                "updatedAt": list.updatedAt?.iso8601 as Any? ?? NSNull(),
+                "pendingActions": actions.map(EventFormatting.jsonObject),
+            ]
+            emit(try EventFormatting.json(object))
+            return
+        }
+        var lines = ["Widget \(location.path)"]
+        lines.append("  badge \(list.badge) · \(list.unreadCount) unread · \(actions.count) pending actions · version \(list.version)"
+            + (list.updatedAt.map { " at \($0.iso8601)" } ?? ""))
+        if list.items.isEmpty { lines.append("  (no messages)") }
+        for item in list.items {
+            let date = String(item.sentAt.iso8601.prefix(16)).replacingOccurrences(of: "T", with: " ")
+            let row = "  \(item.read ? " " : "•") \(date)  \(item.title)"
+            lines.append(row.count <= 80 ? row : String(row.prefix(79)) + "…")
+        }
+        if !actions.isEmpty {
+            lines.append("  pending actions")
+            for action in actions.prefix(10) {
+                let row = "    #\(action.sequence) \(action.kind) \(action.target ?? action.name ?? "") (\(action.actionID), from \(action.origin))"
+                lines.append(row.count <= 80 ? row : String(row.prefix(79)) + "…")
+            }
+        }
+        emit(lines.joined(separator: "\n"))
+    }
+}
