@@ -208,8 +208,8 @@ public enum BadgeAdjustment: Hashable, Sendable, Codable {
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        let delta = try c.decodeIfPresent(Int64.self, forKey: .delta)
-        let set = try c.decodeIfPresent(Int64.self, forKey: .set)
+        let delta = try c.decodeSmallInteger(.delta)
+        let set = try c.decodeSmallInteger(.set)
         switch (delta, set) {
         case (let d?, nil):
             guard abs(d) <= DomainLimits.maxBadge else {
@@ -378,6 +378,17 @@ extension KeyedDecodingContainer {
                 debugDescription: "must be 1–\(DomainLimits.maxIdentifierBytes) bytes")
         }
         return value
+    }
+
+    /// An integer that fits a Double exactly. (Decoded as Double first: on Linux, Foundation
+    /// reports `1.5` given for an Int64 as malformed JSON instead of a type mismatch.)
+    func decodeSmallInteger(_ key: Key) throws -> Int64? {
+        guard contains(key), try !decodeNil(forKey: key) else { return nil }
+        let value = try decode(Double.self, forKey: key)
+        guard value.rounded() == value, abs(value) <= 9_007_199_254_740_992 else {
+            throw DecodingError.typeMismatch(Int64.self, .init(codingPath: codingPath + [key], debugDescription: "not an integer"))
+        }
+        return Int64(value)
     }
 
     func decodeDate(_ key: Key) throws -> Timestamp {
