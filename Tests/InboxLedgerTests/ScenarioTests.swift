@@ -1,0 +1,95 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import InboxLedger
+
+/// The seeds' whole scenario across real processes: the host app syncing, two widgets reading
+/// and recording actions, a notification extension adjusting the badge, and the host's consumer
+/// completing actions.
+@Suite(.serialized) struct ScenarioTests {
+    let agent = Processes.product("LedgerTestAgent")
+
+    func checkFinalState(_ path: String) throws {
+        let ledger = try Ledger(path: path)
+        var model = InboxModel()
+        var recorded: [String] = []
+        var completions: [String: Int] = [:]
+        var iterator = ledger.iterator(after: 0, pageSize: 2048)
+        while let e = try iterator.next() {
+            model.apply(e)
+            if e.type == "widget.action", case .widgetAction(let a) = try DomainEvent.decode(type: e.type, payload: e.payload) {
+                recorded.append(a.actionID)
+            }
+            if e.type == "action.completed", case .actionCompleted(let c) = try DomainEvent.decode(type: e.type, payload: e.payload) {
+                completions[c.actionID, default: 0] += 1
+            }
+        }
+        // Every action completed exactly once.
+        #expect(!recorded.isEmpty)
+        #expect(Set(recorded).count == recorded.count)
+        for id in recorded { #expect(completions[id] == 1, "action \(id) completed \(completions[id] ?? 0) times") }
+        #expect(completions.count == recorded.count)
+        #expect(try ledger.pendingActions().isEmpty)
+        // The projections equal the model and a rebuild.
+        let list = try ledger.widgetList(limit: 1000)
+        #expect(list.items.map(\.id) == model.order)
+        #expect(list.items.map(\.read) == model.order.map { model.messages[$0]!.read })
+        #expect(list.unreadCount == model.unread)
+        #expect(list.badge == model.badge)
+        #expect(try ledger.verifyProjections() == nil)
+    }
+
+    func startWriters(_ path: String) throws -> [RunningProcess] {
+        [
+            try Processes.start(agent, ["scenario-app", path, "150", "11"]),
+            try Processes.start(agent, ["scenario-widget", path, "120", "12", "widget-a"]),
+            try Processes.start(agent, ["scenario-widget", path, "120", "13", "widget-b"]),
+            try Processes.start(agent, ["scenario-notify", path, "100", "14"]),
+        ]
+    }
+
+    @Test func everyActionIsCompletedExactlyOnce() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        let ledger = try Ledger(path: path)
+        _ = try ledger.consumer(named: "host-app")
+        let host = try Processes.start(agent, ["scenario-host", path, "host-app", "0"])
+        for p in try startWriters(path) {
+            let out = try p.wait(timeout: 300)
+            #expect(out.status == 0, "\(out.stderr)")
+        }
+        try ledger.append(NewEvent(type: "scenario.end", payload: Array("{}".utf8)))
+        let hostOut = try host.wait(timeout: 300)
+        #expect(hostOut.status == 0, "\(hostOut.stderr)")
+        try checkFinalState(path)
+    }
+
+    @Test func killedConsumerNeitherSkipsNorRepeatsAnAction() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        let ledger = try Ledger(path: path)
+        _ = try ledger.consumer(named: "host-app")
+        let writers = try startWriters(path)
+        var rng = SeededGenerator(seed: 77)
+        var kills = 0
+        // Kill the host at random instants (mostly while it "works" between read and commit),
+        // restarting it each time, while the writers run.
+        while (writers.contains(where: { $0.process.isRunning }) || kills < 8) && kills < 20 {
+            let host = try Processes.start(agent, ["scenario-host", path, "host-app", "3000"])
+            usleep(UInt32.random(in: 20_000...150_000, using: &rng))
+            host.kill()
+            let out = try host.wait(timeout: 30)
+            #expect(out.signalled || out.status == 0, "\(out.stderr)")
+            if out.signalled { kills += 1 }
+        }
+        for p in writers {
+            let out = try p.wait(timeout: 300)
+            #expect(out.status == 0, "\(out.stderr)")
+        }
+        #expect(kills > 0)
+        try ledger.append(NewEvent(type: "scenario.end", payload: Array("{}".utf8)))
+        let last = try Processes.run(agent, ["scenario-host", path, "host-app", "0"], timeout: 300)
+        #expect(last.status == 0, "\(last.stderr)")
+        try checkFinalState(path)
+    }
+}
