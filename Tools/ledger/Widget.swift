@@ -53,8 +53,8 @@ struct Widget: ParsableCommand {
             return
         }
         var lines = ["Widget \(location.path)"]
-        lines.append("  badge \(list.badge) · \(list.unreadCount) unread · \(actions.count) pending actions · version \(list.version)"
-            + (list.updatedAt.map { " at \($0.iso8601)" } ?? ""))
+        lines.append("  badge \(list.badge) · \(list.unreadCount) unread · \(actions.count) pending actions")
+        lines.append("  version \(list.version)" + (list.updatedAt.map { ", updated \($0.iso8601)" } ?? ""))
         if list.items.isEmpty { lines.append("  (no messages)") }
         for item in list.items {
             let date = String(item.sentAt.iso8601.prefix(16)).replacingOccurrences(of: "T", with: " ")

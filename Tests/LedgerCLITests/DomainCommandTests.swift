@@ -1,0 +1,110 @@
+import Foundation
+import Testing
+import TestSupport
+
+let scenarioLines = """
+    {"type":"inbox.synced","data":{"mode":"full","messages":[{"id":"m1","title":"Welcome","sentAt":"2026-11-20T08:00:00Z"},{"id":"m2","title":"Shipped","subheading":"Tuesday","iconURL":"https://x/i.png","sentAt":"2026-11-21T08:00:00Z"}]},"key":"sync-1"}
+    {"type":"widget.action","data":{"actionID":"a1","kind":"markRead","target":"m2"}}
+    {"type":"widget.action","data":{"actionID":"a2","kind":"markTaskDone","target":"task-7"}}
+    {"type":"badge.adjusted","data":{"delta":3}}
+    {"type":"app.custom","data":{"anything":[1,2,3]}}
+    """
+
+@Suite struct WidgetCommandTests {
+    @Test func jsonShowsWhatTheWidgetShows() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        #expect(try ledger("append", path, input: scenarioLines).status == 0)
+        let out = try ledger("widget", path, "--json")
+        #expect(out.status == 0, "\(out.stderr)")
+        let object = try jsonObject(out.stdout)
+        let items = try #require(object["items"] as? [[String: Any]])
+        #expect(items.map { $0["id"] as? String } == ["m2", "m1"])
+        #expect(items.map { $0["read"] as? Bool } == [true, false])
+        #expect(items[0]["subheading"] as? String == "Tuesday")
+        #expect(items[0]["iconURL"] as? String == "https://x/i.png")
+        #expect(items[0]["sentAt"] as? String == "2026-11-21T08:00:00Z")
+        #expect(items[1]["subheading"] is NSNull)
+        #expect(object["unreadCount"] as? Int == 1)
+        #expect(object["badge"] as? Int == 4)
+        #expect(object["version"] as? Int == 4)
+        #expect(object["updatedAt"] is String)
+        let pending = try #require(object["pendingActions"] as? [[String: Any]])
+        #expect(pending.map { $0["actionID"] as? String } == ["a1", "a2"])
+        let limited = try jsonObject(try ledger("widget", path, "--json", "--limit", "1").stdout)
+        #expect((limited["items"] as? [Any])?.count == 1)
+    }
+
+    @Test func humanOutput() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        _ = try ledger("append", path, input: scenarioLines)
+        let out = try ledger("widget", path)
+        #expect(out.status == 0)
+        #expect(out.stdout.contains("badge 4 · 1 unread · 2 pending actions"))
+        #expect(out.stdout.contains("• 2026-11-20 08:00  Welcome"))
+        for line in out.stdout.split(separator: "\n") where !line.hasPrefix("Widget ") { #expect(line.count <= 80) }
+    }
+
+    @Test func invalidDomainEventNamesTheField() throws {
+        let dir = TemporaryDirectory()
+        let out = try ledger("append", dir.child("l"), input: #"{"type":"inbox.synced","data":{"mode":"full","messages":[{"id":"m","title":"t","sentAt":"yesterday"}]}}"#)
+        #expect(out.status == 1)
+        #expect(out.stderr.contains(#"line 1: invalid event: data.messages[0].sentAt: not an ISO 8601 date: "yesterday""#))
+    }
+}
+
+@Suite struct EventsCommandTests {
+    @Test func filtersAndJSONLines() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        _ = try ledger("append", path, "--origin", "app", input: scenarioLines)
+        _ = try ledger("append", path, "--origin", "widget", input: #"{"type":"message.read","data":{"ids":["m1"],"read":true}}"#)
+        let all = try ledger("events", path, "--json")
+        #expect(all.status == 0)
+        let lines = all.stdout.split(separator: "\n")
+        #expect(lines.count == 6)
+        let first = try jsonObject(String(lines[0]))
+        #expect(first["sequence"] as? Int == 1)
+        #expect(first["type"] as? String == "inbox.synced")
+        #expect((first["origin"] as? [String: Any])?["role"] as? String == "app")
+        #expect(first["key"] as? String == "sync-1")
+        #expect(first["timestamp"] is String)
+        #expect((first["data"] as? [String: Any])?["mode"] as? String == "full")
+        let actions = try ledger("events", path, "--type", "widget.action", "--json").stdout.split(separator: "\n")
+        #expect(try actions.map { try jsonObject(String($0))["sequence"] as? Int } == [2, 3])
+        let widget = try ledger("events", path, "--origin", "widget", "--json").stdout.split(separator: "\n")
+        #expect(widget.count == 1)
+        let window = try ledger("events", path, "--after", "2", "--limit", "2", "--json").stdout.split(separator: "\n")
+        #expect(try window.map { try jsonObject(String($0))["sequence"] as? Int } == [3, 4])
+        let human = try ledger("events", path)
+        #expect(human.stdout.contains("#5  app["))
+        #expect(try ledger("events", path, "--limit", "-1").status == 2)
+    }
+}
+
+@Suite struct ConsumerCommandTests {
+    @Test func consumePrintsAndCommits() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        _ = try ledger("append", path, input: scenarioLines)
+        let first = try ledger("consume", path, "--name", "host-app", "--limit", "3")
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(try first.stdout.split(separator: "\n").map { try jsonObject(String($0))["sequence"] as? Int } == [1, 2, 3])
+        let second = try ledger("consume", path, "--name", "host-app")
+        #expect(try second.stdout.split(separator: "\n").map { try jsonObject(String($0))["sequence"] as? Int } == [4, 5])
+        let third = try ledger("consume", path, "--name", "host-app")
+        #expect(third.status == 0 && third.stdout.isEmpty)
+
+        let list = try ledger("consumers", path, "--json")
+        let array = try #require(try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]])
+        #expect(array.count == 1)
+        #expect(array[0]["name"] as? String == "host-app")
+        #expect(array[0]["cursor"] as? Int == 5)
+        #expect(array[0]["lag"] as? Int == 0)
+        #expect((array[0]["leaseAgeSeconds"] as? Double ?? -1) >= 0)
+        let human = try ledger("consumers", path)
+        #expect(human.stdout.contains("host-app"))
+        #expect(try ledger("consume", path, "--name", "x", "--read-only").status == 2)
+    }
+}
