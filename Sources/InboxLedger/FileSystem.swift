@@ -14,6 +14,13 @@ enum FileSystem {
         return (s.st_mode & S_IFMT) == S_IFDIR ? .directory : .other
     }
 
+    /// The size of a file, or nil if it cannot be stat'ed.
+    static func size(of path: String) -> Int? {
+        var s = stat()
+        guard stat(path, &s) == 0 else { return nil }
+        return Int(s.st_size)
+    }
+
     /// Creates `path` and its missing parents (`mkdir -p`). Returns an errno on failure.
     static func createDirectories(_ path: String) -> Int32? {
         var prefix = path.hasPrefix("/") ? "/" : ""

@@ -67,10 +67,10 @@ public final class Ledger: Sendable {
         }
         let writable = !options.readOnly && options.create
         if !environment.hasDatabase(Schema.metaName) {
-            // An LMDB file without our tables: either one being created by another process
-            // right now (empty main database) or someone else's file, which we never touch.
+            // An LMDB file without our metadata table: either a ledger another process is
+            // creating right now (no tables, or only ours) or someone else's file, never touched.
             let names = (try? environment.namedDatabases()) ?? ["?"]
-            guard writable, names.isEmpty else {
+            guard writable, Set(names).isSubset(of: Schema.allNames) else {
                 throw .notALedger(path: path, reason: "data.mdb holds no ledger metadata")
             }
         }
@@ -129,25 +129,39 @@ public final class Ledger: Sendable {
         case .directory:
             break
         }
-        switch DataFileProbe.probe(directory: path) {
-        case .valid:
-            return false
-        case .missing:
-            guard options.create, !options.readOnly else { throw .notALedger(path: path, reason: "no data.mdb in the directory") }
-            guard let entries = FileSystem.entries(of: path) else {
-                throw .permissionDenied(path: path, reason: "cannot list the directory")
+        // Another process may be creating the ledger right now: LMDB writes a new data.mdb's
+        // meta pages just after creating it. A data file shorter than two pages is given up to
+        // a second to become valid before it is judged.
+        var attempts = 0
+        while true {
+            attempts += 1
+            let probe = DataFileProbe.probe(directory: path)
+            switch probe {
+            case .valid:
+                return false
+            case .missing:
+                guard options.create, !options.readOnly else { throw .notALedger(path: path, reason: "no data.mdb in the directory") }
+                guard let entries = FileSystem.entries(of: path) else {
+                    throw .permissionDenied(path: path, reason: "cannot list the directory")
+                }
+                if entries.contains("data.mdb") { continue }  // appeared since the probe: re-judge it
+                let foreign = entries.filter { $0 != "lock.mdb" }
+                guard foreign.isEmpty else {
+                    throw .notALedger(path: path, reason: "directory is not empty and has no data.mdb (found \(foreign.sorted().prefix(3).joined(separator: ", ")))")
+                }
+                return true
+            case .unreadable(let code):
+                throw .permissionDenied(path: path, reason: "cannot read data.mdb: \(FileSystem.errorMessage(code))")
+            case .notLMDB, .truncated:
+                if attempts < 50, FileSystem.size(of: path + "/data.mdb").map({ $0 < 8192 }) ?? false {
+                    usleep(20_000)
+                    continue
+                }
+                if case .truncated(let size, let required) = probe {
+                    throw .corruptStore(path: path, reason: "data.mdb is truncated (\(size) bytes, its tree roots need \(required))")
+                }
+                throw .notALedger(path: path, reason: "data.mdb is not an LMDB file")
             }
-            let foreign = entries.filter { $0 != "lock.mdb" }
-            guard foreign.isEmpty else {
-                throw .notALedger(path: path, reason: "directory is not empty and has no data.mdb (found \(foreign.sorted().prefix(3).joined(separator: ", ")))")
-            }
-            return true
-        case .unreadable(let code):
-            throw .permissionDenied(path: path, reason: "cannot read data.mdb: \(FileSystem.errorMessage(code))")
-        case .notLMDB:
-            throw .notALedger(path: path, reason: "data.mdb is not an LMDB file")
-        case .truncated(let size, let required):
-            throw .corruptStore(path: path, reason: "data.mdb is truncated (\(size) bytes, its meta page needs \(required))")
         }
     }
 

@@ -135,6 +135,23 @@ func allEvents(_ ledger: Ledger) throws -> [Event] {
         #expect(check.status == 0, "\(check.stderr)")
     }
 
+    @Test func processesCreatingOneLedgerAtOnceAgree() throws {
+        for round in 0..<10 {
+            let dir = TemporaryDirectory()
+            let path = dir.child("ledger")
+            let processes = try (0..<4).map { k in
+                try Processes.start(agent, ["append-key", path, "k\(k)", #"{"round":\#(round)}"#])
+            }
+            for p in processes {
+                let out = try p.wait(timeout: 60)
+                #expect(out.status == 0, "round \(round): \(out.stdout) \(out.stderr)")
+            }
+            let ledger = try Ledger(path: path)
+            #expect(try ledger.count() == 4)
+            #expect(Set(try ledger.events().compactMap(\.key)) == ["k0", "k1", "k2", "k3"])
+        }
+    }
+
     @Test func idempotencyKeysHoldAcrossProcesses() throws {
         let dir = TemporaryDirectory()
         let path = dir.child("ledger")
