@@ -99,6 +99,35 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    Benchmark("widget read, warm: top 10 rows + badge") { benchmark in
+        let f = try fixture("widget", durability: .none)
+        if try f.ledger.headSequence() == 0 {
+            // A realistic inbox: 200 messages, some read, a few pending actions and badge deltas.
+            try f.ledger.append(contentsOf: (0..<200).map { inboxDelta($0) })
+            for i in stride(from: 0, to: 200, by: 3) {
+                try f.ledger.append(.messageRead(ReadChange(ids: ["msg-\(i)"], read: true)))
+            }
+            for i in 0..<5 {
+                try f.ledger.append(.widgetAction(WidgetAction(actionID: "a\(i)", kind: .markTaskDone, target: "task-\(i)")))
+            }
+            try f.ledger.append(.badgeAdjusted(.delta(2)))
+        }
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(try f.ledger.widgetList(limit: 10))
+        }
+    }
+
+    Benchmark("hasChanged(since:) check") { benchmark in
+        let f = try fixture("version", durability: .none)
+        try f.ledger.append(inboxDelta(1))
+        let version = try f.ledger.currentVersion()
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(try f.ledger.hasChanged(since: version))
+        }
+    }
+
     Benchmark("range read of 1000 events") { benchmark in
         let f = try fixture("read", durability: .none, preload: 100_000)
         var after: UInt64 = 0

@@ -63,6 +63,9 @@ public final class Ledger: Sendable {
             if error == .incompatible {
                 throw .permissionDenied(path: path, reason: "already open read-only in this process")
             }
+            if error == .permissionDenied, options.readOnly {
+                throw .permissionDenied(path: path, reason: "cannot open lock.mdb for writing; LMDB keeps its reader table there, so even a read-only process needs write access to it")
+            }
             throw LedgerError.from(error, path: path, operation: "open")
         }
         let writable = !options.readOnly && options.create

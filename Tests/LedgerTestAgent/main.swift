@@ -256,6 +256,19 @@ func waitChange(dir: String, after: UInt64) async {
     }
 }
 
+/// Opens a ledger (read-only with "ro"), prints its event count, or the error and exits 2.
+func openAndCount(dir: String, readOnly: Bool) {
+    var options = LedgerOptions(role: "agent")
+    options.readOnly = readOnly
+    do {
+        let ledger = try Ledger(path: dir, options: options)
+        say("count \(try ledger.count())")
+    } catch {
+        print("error: \(error)")
+        exit(2)
+    }
+}
+
 let args = CommandLine.arguments
 guard args.count >= 3 else { die("usage: LedgerTestAgent <mode> <dir> …") }
 func arg(_ i: Int) -> String {
@@ -279,6 +292,8 @@ case "hold-reader":  // hold-reader DIR
     holdReader(dir: arg(2))
 case "append-key":   // append-key DIR KEY DATA
     appendKey(dir: arg(2), key: arg(3), data: arg(4))
+case "open":  // open DIR [ro]
+    openAndCount(dir: arg(2), readOnly: args.count > 3 && args[3] == "ro")
 case "scenario-app":  // scenario-app DIR SYNCS SEED
     scenarioApp(dir: arg(2), syncs: int(3), seed: UInt64(int(4)))
 case "scenario-widget":  // scenario-widget DIR ACTIONS SEED NAME

@@ -34,6 +34,20 @@ final class CommitQueue: Sendable {
     private struct State {
         var pending: [CommitRequest] = []
         var leaderActive = false
+        var lastReaderCheck = monotonicSeconds()
+    }
+
+    /// How often a leader clears reader slots of dead processes (LMDB-NOTES rule 4).
+    static let readerCheckInterval = 30.0
+
+    /// Whether the reader table is due for a check; resets the clock when it is.
+    func readerCheckDue() -> Bool {
+        state.withLock { s in
+            let now = monotonicSeconds()
+            guard now - s.lastReaderCheck >= Self.readerCheckInterval else { return false }
+            s.lastReaderCheck = now
+            return true
+        }
     }
 
     private let state = Mutex(State())
@@ -111,4 +125,10 @@ final class Condition: @unchecked Sendable {
         }
         pthread_mutex_unlock(mutex)
     }
+}
+
+func monotonicSeconds() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }

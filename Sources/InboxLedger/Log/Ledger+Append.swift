@@ -131,6 +131,8 @@ extension Ledger {
             for request in batch { request.result = .failure(mapped) }
         }
         changeMonitor.poke()
+        // Slots left by killed readers would pin pages and fill the table: clear them now and then.
+        if commitQueue.readerCheckDue() { _ = try? environment.clearStaleReaders() }
     }
 
     private func write(_ batch: [CommitRequest], in txn: Transaction) throws -> [Result<AppendReceipt, LedgerError>] {
