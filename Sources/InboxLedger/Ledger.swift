@@ -105,11 +105,8 @@ public final class Ledger: Sendable {
         self.metadata = metadata
         self.environment = environment
         self.commitQueue = environment.attachment("InboxLedger.CommitQueue") { CommitQueue() }
-        let meta = schema.meta
         self.changeMonitor = environment.attachment("InboxLedger.ChangeMonitor") {
-            ChangeMonitor(dataFile: path + "/data.mdb") { [environment] in
-                try? environment.read { txn in try txn.readUInt64(meta, Schema.MetaKey.head) ?? 0 }
-            }
+            ChangeMonitor(dataFile: path + "/data.mdb")
         }
     }
 

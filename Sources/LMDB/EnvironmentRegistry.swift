@@ -52,6 +52,9 @@ enum EnvironmentRegistry {
         }
     }
 
+    /// Whether this process has the environment of `key` open (for tests and diagnostics).
+    static func isOpen(_ key: EnvironmentKey) -> Bool { open.withLock { $0[key] != nil } }
+
     static func release(_ shared: SharedEnvironment) {
         open.withLock { table in
             shared.handleCount -= 1

@@ -23,19 +23,20 @@ final class ChangeMonitor: Sendable {
         var waiters: [Int: Waiter] = [:]
         var nextID = 0
         var watcherRunning = false
+        /// How to read the head, held only while someone waits: the monitor is attached to
+        /// the environment, and keeping a ledger handle for good would keep the environment open.
+        var readHead: (@Sendable () -> UInt64?)?
     }
 
     private let state = Mutex(State())
     private let dataFile: String
-    private let readHead: @Sendable () -> UInt64?
 
-    init(dataFile: String, readHead: @escaping @Sendable () -> UInt64?) {
+    init(dataFile: String) {
         self.dataFile = dataFile
-        self.readHead = readHead
     }
 
     /// Returns the head as soon as it is greater than `sequence`.
-    func wait(after sequence: UInt64) async throws -> UInt64 {
+    func wait(after sequence: UInt64, readHead: @escaping @Sendable () -> UInt64?) async throws -> UInt64 {
         if let head = readHead(), head > sequence { return head }
         let id = state.withLock { s -> Int in
             s.nextID += 1
@@ -49,6 +50,7 @@ final class ChangeMonitor: Sendable {
                         return false
                     }
                     s.waiters[id] = Waiter(after: sequence, continuation: continuation)
+                    s.readHead = readHead
                     defer { s.watcherRunning = true }
                     return !s.watcherRunning
                 }
@@ -57,7 +59,10 @@ final class ChangeMonitor: Sendable {
                 self.check()
             }
         } onCancel: {
-            let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
+            let waiter = state.withLock { s in
+                defer { if s.waiters.isEmpty { s.readHead = nil } }
+                return s.waiters.removeValue(forKey: id)
+            }
             waiter?.continuation.resume(throwing: CancellationError())
         }
     }
@@ -70,10 +75,12 @@ final class ChangeMonitor: Sendable {
 
     /// Resumes every waiter the current head satisfies.
     private func check() {
-        guard let head = readHead() else { return }
+        guard let readHead = state.withLock({ $0.readHead }), let head = readHead() else { return }
         let ready = state.withLock { s -> [CheckedContinuation<UInt64, any Error>] in
             let ids = s.waiters.filter { $0.value.after < head }.map(\.key)
-            return ids.compactMap { s.waiters.removeValue(forKey: $0)?.continuation }
+            let ready = ids.compactMap { s.waiters.removeValue(forKey: $0)?.continuation }
+            if s.waiters.isEmpty { s.readHead = nil }
+            return ready
         }
         for continuation in ready { continuation.resume(returning: head) }
     }
@@ -87,7 +94,11 @@ final class ChangeMonitor: Sendable {
         #endif
         while true {
             let done = state.withLock { s -> Bool in
-                if s.waiters.isEmpty { s.watcherRunning = false; return true }
+                if s.waiters.isEmpty {
+                    s.watcherRunning = false
+                    s.readHead = nil
+                    return true
+                }
                 return false
             }
             if done { return }
@@ -138,7 +149,10 @@ extension Ledger {
     /// }
     /// ```
     public func waitForChange(after sequence: UInt64) async throws -> UInt64 {
-        try await changeMonitor.wait(after: sequence)
+        let environment = environment, meta = schema.meta
+        return try await changeMonitor.wait(after: sequence) {
+            try? environment.read { txn in try txn.readUInt64(meta, Schema.MetaKey.head) ?? 0 }
+        }
     }
 
     /// The heads the ledger moves to after `sequence`, as they happen (changes that come in
