@@ -61,6 +61,15 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    Benchmark("append batch of 1000 custom events (envelope only, durability none)") { benchmark in
+        let f = try fixture("batch-custom", durability: .none)
+        let batch = (0..<1000).map { i in NewEvent(type: "app.custom", payload: inboxDelta(i).payload) }
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(try f.ledger.append(contentsOf: batch))
+        }
+    }
+
     Benchmark("append batch of 1000 (durable)") { benchmark in
         let f = try fixture("batch-durable", durability: .durable)
         let batch = (0..<1000).map { inboxDelta($0) }

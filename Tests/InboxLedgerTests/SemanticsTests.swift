@@ -297,7 +297,9 @@ extension Ledger {
         let state = try env.database("state")
         try env.write { try $0.put(messages, key: Array("b".utf8), value: { var r = record; r.title = "t"; return r.encode() }()) }
         #expect(try t.ledger.verifyProjections() == nil)
-        try env.write { try $0.put(state, key: Array("unread".utf8), value: SequenceKey.encode(99)) }
+        var tampered = try #require(try env.read { try $0.get(state, key: ProjectionState.key) }.flatMap(ProjectionState.decode))
+        tampered.unread = 99
+        try env.write { try $0.put(state, key: ProjectionState.key, value: tampered.encode()) }
         #expect(try t.ledger.verifyProjections()?.table == "state")
     }
 }

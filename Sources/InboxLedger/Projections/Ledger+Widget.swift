@@ -81,7 +81,7 @@ extension Ledger {
     public func widgetList(limit: Int = 10, now: Timestamp = .now) throws(LedgerError) -> WidgetList {
         try read("read widget list") { txn in
             let store = schema.store(txn)
-            let state = try projectionState(store)
+            let state = try ProjectionState.load(from: store)
             let (expiredUnread, nextExpiry) = try expiredUnread(store, now: now.micros)
             var items: [WidgetItem] = []
             if limit > 0 {
@@ -118,9 +118,7 @@ extension Ledger {
 
     /// The current ``WidgetList/version``.
     public func currentVersion() throws(LedgerError) -> UInt64 {
-        try read("read version") { txn in
-            try schema.store(txn).get(.state, Array("version".utf8)).flatMap { SequenceKey.decode($0) } ?? 0
-        }
+        try read("read version") { txn in try ProjectionState.load(from: schema.store(txn)).version }
     }
 
     /// A message with both read flags, or nil if the inbox does not hold it.
@@ -153,14 +151,6 @@ extension Ledger {
             }
             return actions
         }
-    }
-
-    func projectionState(_ store: some ProjectionStore) throws -> ProjectionState {
-        var values: [UInt64] = []
-        for field in ProjectionState.fields {
-            values.append(try store.get(.state, Array(field.utf8)).flatMap { SequenceKey.decode($0) } ?? 0)
-        }
-        return ProjectionState(values: values)
     }
 
     /// Unread messages that expired since the last event (hidden from reads already), and the

@@ -10,7 +10,7 @@ enum ProjectionTable: String, CaseIterable, Sendable {
     case actions
     /// action id → ``ActionStatus``
     case actionIDs = "action-ids"
-    /// field name → value (unread, badge adjustment, version, …)
+    /// `projection` → ``ProjectionState`` (unread, badge adjustment, version, …)
     case state
 }
 
@@ -179,23 +179,42 @@ struct ProjectionState: Hashable, Sendable {
     /// Sequence of the last event applied.
     var appliedThrough: UInt64 = 0
 
-    static let fields = ["unread", "badge-adjustment", "message-count", "pending-count", "version", "updated-at", "applied-through"]
-
-    var values: [UInt64] {
-        [UInt64(bitPattern: unread), UInt64(bitPattern: badgeAdjustment), UInt64(bitPattern: messageCount),
-         UInt64(bitPattern: pendingCount), version, UInt64(bitPattern: updatedAt), appliedThrough]
-    }
+    /// The single key of the `state` table.
+    static let key = Array("projection".utf8)
 
     init() {}
 
-    init(values: [UInt64]) {
-        unread = Int64(bitPattern: values[0])
-        badgeAdjustment = Int64(bitPattern: values[1])
-        messageCount = Int64(bitPattern: values[2])
-        pendingCount = Int64(bitPattern: values[3])
-        version = values[4]
-        updatedAt = Int64(bitPattern: values[5])
-        appliedThrough = values[6]
+    /// Seven 8-byte big-endian fields, in declaration order.
+    func encode() -> [UInt8] {
+        var w = ByteWriter(capacity: 56)
+        for v in [UInt64(bitPattern: unread), UInt64(bitPattern: badgeAdjustment), UInt64(bitPattern: messageCount),
+                  UInt64(bitPattern: pendingCount), version, UInt64(bitPattern: updatedAt), appliedThrough] {
+            w.u64be(v)
+        }
+        return w.bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) -> ProjectionState? {
+        var r = ByteReader(bytes)
+        guard bytes.count == 56, let a = r.u64be(), let b = r.u64be(), let c = r.u64be(), let d = r.u64be(),
+              let e = r.u64be(), let f = r.u64be(), let g = r.u64be()
+        else { return nil }
+        var state = ProjectionState()
+        state.unread = Int64(bitPattern: a)
+        state.badgeAdjustment = Int64(bitPattern: b)
+        state.messageCount = Int64(bitPattern: c)
+        state.pendingCount = Int64(bitPattern: d)
+        state.version = e
+        state.updatedAt = Int64(bitPattern: f)
+        state.appliedThrough = g
+        return state
+    }
+
+    /// The stored state (the initial one if none was stored yet).
+    static func load(from store: some ProjectionStore) throws -> ProjectionState {
+        guard let bytes = try store.get(.state, key) else { return ProjectionState() }
+        guard let state = decode(bytes) else { throw ProjectionError.malformed(table: .state, key: "projection") }
+        return state
     }
 
     /// The badge for a given unread count.

@@ -29,20 +29,13 @@ final class Projector<Store: ProjectionStore> {
 
     init(store: Store) throws {
         self.store = store
-        var values: [UInt64] = []
-        for field in ProjectionState.fields {
-            let bytes = try store.get(.state, Array(field.utf8))
-            values.append(bytes.flatMap { SequenceKey.decode($0) } ?? 0)
-        }
-        state = ProjectionState(values: values)
+        state = try ProjectionState.load(from: store)
     }
 
     /// Writes the scalar state back if it changed.
     func finish() throws {
         guard stateDirty else { return }
-        for (field, value) in zip(ProjectionState.fields, state.values) {
-            try store.put(.state, Array(field.utf8), SequenceKey.encode(value))
-        }
+        try store.put(.state, ProjectionState.key, state.encode())
         stateDirty = false
     }
 
