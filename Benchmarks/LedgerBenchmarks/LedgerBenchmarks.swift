@@ -70,6 +70,14 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    Benchmark("validate an inbox.synced payload") { benchmark in
+        let event = inboxDelta(7)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(try DomainEvent.decode(type: event.type, payload: event.payload))
+        }
+    }
+
     Benchmark("append batch of 1000 (durable)") { benchmark in
         let f = try fixture("batch-durable", durability: .durable)
         let batch = (0..<1000).map { inboxDelta($0) }

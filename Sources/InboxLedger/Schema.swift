@@ -10,13 +10,17 @@ struct Schema: Sendable {
     static let keysName = "keys"
     static let countersName = "counters"
     static let consumersName = "consumers"
-    static let allNames = [metaName, eventsName, keysName, countersName, consumersName] + ProjectionTable.allCases.map(\.rawValue)
+    static let snapshotsName = "snapshots"
+    static let allNames = [metaName, eventsName, keysName, countersName, consumersName, snapshotsName]
+        + ProjectionTable.allCases.map(\.rawValue)
 
     enum MetaKey {
         static let format = Array("format-version".utf8)
         static let ledgerID = Array("ledger-id".utf8)
         static let createdAt = Array("created-at".utf8)
         static let head = Array("head".utf8)
+        static let lastCompaction = Array("last-compaction".utf8)
+        static let compactorLease = Array("compactor-lease".utf8)
     }
 
     let meta: Database
@@ -24,6 +28,7 @@ struct Schema: Sendable {
     let keys: Database
     let counters: Database
     let consumers: Database
+    let snapshots: Database
     let projections: [ProjectionTable: Database]
 
     init(_ environment: Environment) throws(LMDBError) {
@@ -32,6 +37,7 @@ struct Schema: Sendable {
         keys = try environment.database(Schema.keysName)
         counters = try environment.database(Schema.countersName)
         consumers = try environment.database(Schema.consumersName)
+        snapshots = try environment.database(Schema.snapshotsName)
         var projections: [ProjectionTable: Database] = [:]
         for table in ProjectionTable.allCases { projections[table] = try environment.database(table.rawValue) }
         self.projections = projections

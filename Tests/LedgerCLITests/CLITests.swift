@@ -145,6 +145,18 @@ func jsonObject(_ text: String) throws -> [String: Any] {
         }
     }
 
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/mdb_stat"), "needs lmdb-utils"))
+    func lmdbToolsReadALedger() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        _ = try ledger("append", path, input: #"{"type":"a","data":1}"#)
+        let out = try Processes.run("/usr/bin/mdb_stat", ["-a", path])
+        #expect(out.status == 0, "\(out.stderr)")
+        for table in ["events", "meta", "keys", "messages", "widget", "state"] {
+            #expect(out.stdout.contains("Status of \(table)"), "\(table)")
+        }
+    }
+
     @Test func notALedgerExitsThree() throws {
         let dir = TemporaryDirectory()
         let missing = try ledger("inspect", dir.child("nothing"))

@@ -1,7 +1,7 @@
 // A helper process for the test suite: real writers, readers and crash victims.
 // Usage: LedgerTestAgent <mode> <arguments…>; see each mode below.
 import Foundation
-import InboxLedger
+@_spi(Testing) import InboxLedger
 import LMDB
 
 #if canImport(Glibc)
@@ -269,6 +269,103 @@ func openAndCount(dir: String, readOnly: Bool) {
     }
 }
 
+// MARK: - Compaction
+
+func compactionPolicy(tail: Int, chunk: Int) -> CompactionPolicy {
+    var policy = CompactionPolicy()
+    policy.retainedTail = tail
+    policy.chunkSize = chunk
+    policy.triggerEvents = 0
+    return policy
+}
+
+/// Compacts once; with FAULT_PHASE set, SIGKILLs itself at the FAULT_COUNT-th time it reaches
+/// that phase (a crash at a precise point).
+func compactOnce(dir: String, tail: Int, chunk: Int) {
+    let ledger = openLedger(dir, role: "compactor", durability: "none")
+    let environment = ProcessInfo.processInfo.environment
+    let faultPhase = environment["FAULT_PHASE"]
+    let faultCount = Int(environment["FAULT_COUNT"] ?? "1") ?? 1
+    final class Counter: @unchecked Sendable { var n = 0 }
+    let counter = Counter()
+    let compactor = Compactor(ledger: ledger, policy: compactionPolicy(tail: tail, chunk: chunk)) { phase in
+        guard phase.rawValue == faultPhase else { return }
+        counter.n += 1
+        if counter.n == faultCount { kill(getpid(), SIGKILL) }
+    }
+    do {
+        let report = try compactor.runOnce()
+        say("trimmed \(report.eventsTrimmed) first \(report.firstSequence) blockers \(report.blockers.count)")
+    } catch {
+        die("compact: \(error)")
+    }
+}
+
+/// Compacts over and over for `seconds`.
+func compactLoop(dir: String, seconds: Double, tail: Int) {
+    let ledger = openLedger(dir, role: "compactor", durability: "none")
+    let compactor = Compactor(ledger: ledger, policy: compactionPolicy(tail: tail, chunk: 200))
+    let deadline = Date().addingTimeInterval(seconds)
+    var runs = 0, trimmed = 0
+    while Date() < deadline {
+        do {
+            let report = try compactor.runOnce()
+            trimmed += report.eventsTrimmed
+            runs += 1
+        } catch {
+            die("compact-loop: \(error)")
+        }
+        usleep(20_000)
+    }
+    say("runs \(runs) trimmed \(trimmed)")
+}
+
+/// A live consumer: reads until its cursor reaches `expected`, checking that it sees every
+/// sequence once, in order.
+func consumeCheck(dir: String, name: String, expected: UInt64, timeout: Double) {
+    let ledger = openLedger(dir, role: "checker", durability: "none")
+    let deadline = Date().addingTimeInterval(timeout)
+    do {
+        let consumer = try ledger.consumer(named: name)
+        var last = try consumer.cursor()
+        while last < expected {
+            if Date() > deadline { die("consume-check: timed out at \(last) of \(expected)") }
+            let batch = try consumer.next(limit: 300)
+            for e in batch.events {
+                if e.sequence != last + 1 { die("consume-check: expected \(last + 1), got \(e.sequence)") }
+                last = e.sequence
+            }
+            try consumer.commit(batch)
+            if batch.events.isEmpty { usleep(2000) }
+        }
+        say("consumed \(last)")
+    } catch {
+        die("consume-check: \(error)")
+    }
+}
+
+/// Reads the widget list for `seconds`, checking it is internally consistent.
+func widgetReader(dir: String, seconds: Double) {
+    var options = LedgerOptions(role: "widget")
+    options.readOnly = true
+    let deadline = Date().addingTimeInterval(seconds)
+    var reads = 0
+    do {
+        let ledger = try Ledger(path: dir, options: options)
+        while Date() < deadline {
+            let list = try ledger.widgetList(limit: 1000)
+            if list.items.filter({ !$0.read }).count != list.unreadCount {
+                die("widget-reader: \(list.unreadCount) unread but rows say otherwise")
+            }
+            reads += 1
+            usleep(1000)
+        }
+    } catch {
+        die("widget-reader: \(error)")
+    }
+    say("reads \(reads)")
+}
+
 let args = CommandLine.arguments
 guard args.count >= 3 else { die("usage: LedgerTestAgent <mode> <dir> …") }
 func arg(_ i: Int) -> String {
@@ -294,6 +391,14 @@ case "append-key":   // append-key DIR KEY DATA
     appendKey(dir: arg(2), key: arg(3), data: arg(4))
 case "open":  // open DIR [ro]
     openAndCount(dir: arg(2), readOnly: args.count > 3 && args[3] == "ro")
+case "compact":  // compact DIR TAIL CHUNK   (env FAULT_PHASE, FAULT_COUNT)
+    compactOnce(dir: arg(2), tail: int(3), chunk: int(4))
+case "compact-loop":  // compact-loop DIR SECONDS TAIL
+    compactLoop(dir: arg(2), seconds: Double(int(3)), tail: int(4))
+case "consume-check":  // consume-check DIR NAME EXPECTED TIMEOUT
+    consumeCheck(dir: arg(2), name: arg(3), expected: UInt64(int(4)), timeout: Double(int(5)))
+case "widget-reader":  // widget-reader DIR SECONDS
+    widgetReader(dir: arg(2), seconds: Double(int(3)))
 case "scenario-app":  // scenario-app DIR SYNCS SEED
     scenarioApp(dir: arg(2), syncs: int(3), seed: UInt64(int(4)))
 case "scenario-widget":  // scenario-widget DIR ACTIONS SEED NAME

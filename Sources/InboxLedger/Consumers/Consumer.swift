@@ -92,6 +92,18 @@ public final class Consumer: Sendable {
         return try ledger.submit(prepared, cursor: CursorCommit(name: name, expected: batch.after, through: batch.through))
     }
 
+    /// After a ``LedgerError/consumerGap(name:cursor:firstAvailable:)``: moves the cursor to the
+    /// head and returns it. Nothing that still matters is lost: the projections carry the state
+    /// up to the head, and pending actions stay queued (``Ledger/pendingActions(limit:)``) until
+    /// completed, however much of the log was trimmed.
+    @discardableResult
+    public func rebase() throws(LedgerError) -> UInt64 {
+        let cursor = try cursor()
+        let head = try ledger.headSequence()
+        _ = try ledger.submit([], cursor: CursorCommit(name: name, expected: cursor, through: head))
+        return head
+    }
+
     /// Renews the lease without moving the cursor.
     public func heartbeat() throws(LedgerError) {
         let cursor = try cursor()
@@ -132,7 +144,10 @@ extension Ledger {
 
     /// Every registered consumer with its cursor, lag and lease.
     public func consumers() throws(LedgerError) -> [ConsumerInfo] {
-        try read("read consumers") { txn in
+        try read("read consumers") { txn in try consumers(in: txn) }
+    }
+
+    func consumers(in txn: Transaction) throws -> [ConsumerInfo] {
             let head = try txn.readUInt64(schema.meta, Schema.MetaKey.head) ?? 0
             return try txn.withCursor(schema.consumers) { cursor in
                 var infos: [ConsumerInfo] = []
@@ -149,7 +164,6 @@ extension Ledger {
                 }
                 return infos
             }
-        }
     }
 
     /// Removes a consumer; returns whether it existed.

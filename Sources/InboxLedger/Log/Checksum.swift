@@ -25,9 +25,14 @@ enum CRC32C {
 
     /// The checksum of `bytes`.
     static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt32 {
+        update(0, bytes)
+    }
+
+    /// Continues a checksum: `update(checksum(a), b) == checksum(a + b)`.
+    static func update(_ checksum: UInt32, _ bytes: ArraySlice<UInt8>) -> UInt32 {
         table.withUnsafeBufferPointer { t in
             bytes.withUnsafeBufferPointer { buffer in
-                var crc: UInt32 = ~0
+                var crc: UInt32 = ~checksum
                 var i = 0
                 let n = buffer.count
                 while n - i >= 8 {

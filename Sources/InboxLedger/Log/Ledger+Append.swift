@@ -174,9 +174,10 @@ extension Ledger {
                                    type: event.type, key: event.key, payload: event.payload)
                 try txn.put(schema.events, key: SequenceKey.encode(head), value: EventRecord.encode(stored), flags: .append)
                 if let key = event.key {
-                    var w = ByteWriter(capacity: 16)
+                    var w = ByteWriter(capacity: 24)
                     w.u64be(head)
                     w.u64be(event.digest)
+                    w.u64be(UInt64(bitPattern: now))
                     try txn.put(schema.keys, key: Array(key.utf8), value: w.bytes)
                     firstInBatch[key] = head
                 }

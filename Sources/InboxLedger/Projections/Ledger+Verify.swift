@@ -18,8 +18,9 @@ public struct ProjectionMismatch: Hashable, Sendable, CustomStringConvertible {
 }
 
 extension Ledger {
-    /// Rebuilds every projection by replaying the whole log in memory and compares it with the
-    /// stored tables, in one read transaction. Returns the first difference, or nil.
+    /// Rebuilds every projection in memory — from the newest snapshot plus the events after it
+    /// once the log has been trimmed, else from the whole log — and compares it with the stored
+    /// tables, in one read transaction. Returns the first difference, or nil.
     ///
     /// ```swift
     /// if let mismatch = try ledger.verifyProjections() { print(mismatch) }
@@ -27,9 +28,19 @@ extension Ledger {
     public func verifyProjections() throws(LedgerError) -> ProjectionMismatch? {
         try read("verify projections") { txn in
             let rebuilt = MemoryStore()
+            // A trimmed log rests on a snapshot: start from the newest one, then replay the tail.
+            let first = try firstSequence(in: txn)
+            var start: UInt64 = 0
+            if first > 1 {
+                guard let snapshot = try snapshotHeaders(in: txn).last, snapshot.sequence + 1 >= first else {
+                    throw LedgerError.corruptStore(path: path, reason: "the log starts at \(first) but no snapshot covers what was trimmed")
+                }
+                try loadSnapshot(snapshot.sequence, into: rebuilt, in: txn)
+                start = snapshot.sequence
+            }
             let projector = try Projector(store: rebuilt)
             try txn.withCursor(schema.events) { cursor in
-                var entry = try cursor.first()
+                var entry = start == 0 ? try cursor.first() : try cursor.seek(atLeast: SequenceKey.encode(start + 1))
                 while let e = entry {
                     guard let seq = SequenceKey.decode(e.key) else {
                         throw LedgerError.corruptStore(path: path, reason: "malformed event key")

@@ -1,0 +1,75 @@
+/// When and how much the compactor trims.
+///
+/// ```swift
+/// var policy = CompactionPolicy()
+/// policy.retainedTail = 500
+/// policy.consumerLeaseSeconds = 3600
+/// let report = try Compactor(ledger: ledger, policy: policy).runOnce()
+/// ```
+public struct CompactionPolicy: Sendable, Hashable {
+    /// Trigger for ``Compactor/run(checkEvery:)``: compact when the log holds more events than this.
+    public var triggerEvents: Int = 10_000
+    /// Trigger: compact when `data.mdb` is larger than this many bytes (nil: no byte trigger).
+    public var triggerFileBytes: Int? = nil
+    /// The latest events always kept, whatever consumers have read.
+    public var retainedTail: Int = 1_000
+    /// A consumer silent (no commit, no heartbeat) for longer than this no longer holds
+    /// trimming back; it is reported, and gets ``LedgerError/consumerGap(name:cursor:firstAvailable:)``.
+    public var consumerLeaseSeconds: Double = 7 * 86_400
+    /// Events deleted per write transaction: bounds how long a concurrent writer can wait.
+    public var chunkSize: Int = 1_000
+    /// Snapshots kept (the newest ones; at least 1).
+    public var keepSnapshots: Int = 2
+    /// An idempotency key is remembered at least this long after its event, even once the
+    /// event is trimmed (and always while the event is in the log).
+    public var keyRetentionSeconds: Double = 7 * 86_400
+
+    public init() {}
+}
+
+/// What one compaction did (or, for a dry run, would do).
+public struct CompactionReport: Sendable, Hashable {
+    /// Something that kept the compactor from trimming further.
+    public enum Blocker: Sendable, Hashable, CustomStringConvertible {
+        /// A live consumer has not read past `cursor`.
+        case consumer(name: String, cursor: UInt64)
+        /// The retained tail (policy) keeps events after `through`.
+        case retainedTail(through: UInt64)
+        /// Another compactor (process `pid`) holds the compaction lease.
+        case anotherCompactor(pid: Int32)
+
+        public var description: String {
+            switch self {
+            case .consumer(let name, let cursor): "consumer '\(name)' has read only up to \(cursor)"
+            case .retainedTail(let through): "the retained tail keeps events after \(through)"
+            case .anotherCompactor(let pid): "another compactor (pid \(pid)) is running"
+            }
+        }
+    }
+
+    /// Whether nothing was written.
+    public var dryRun: Bool
+    /// The snapshot the trimmed log now rests on.
+    public var snapshotSequence: UInt64?
+    /// Whether this run wrote that snapshot.
+    public var snapshotWritten: Bool
+    /// Events trimmed (or to be trimmed): `trimmed.lowerBound...trimmed.upperBound`, nil if none.
+    public var trimmed: ClosedRange<UInt64>?
+    /// How many events that is.
+    public var eventsTrimmed: Int
+    /// Idempotency keys forgotten (past the key window, their events trimmed).
+    public var keysForgotten: Int
+    /// Old snapshots deleted.
+    public var snapshotsDeleted: Int
+    /// Write transactions used for trimming.
+    public var chunks: Int
+    /// Wall time.
+    public var seconds: Double
+    /// What limited the trim.
+    public var blockers: [Blocker]
+    /// Consumers whose lease expired: no longer protected, they will get a gap error.
+    public var expiredConsumers: [String]
+    /// The log's first sequence and head afterwards.
+    public var firstSequence: UInt64
+    public var headSequence: UInt64
+}

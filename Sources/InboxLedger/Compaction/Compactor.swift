@@ -1,0 +1,342 @@
+import LMDB
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Snapshots the projections and trims the log, in short transactions, without ever dropping
+/// an event a live consumer has not read.
+///
+/// ```swift
+/// let compactor = Compactor(ledger: ledger)
+/// let report = try compactor.runOnce()            // or: try await compactor.run()
+/// print(report.eventsTrimmed, report.blockers)
+/// ```
+///
+/// Phases, each its own transaction(s), so a process killed at any instant leaves a consistent
+/// ledger and a rerun finishes the job: take the compaction lease; write a snapshot at the head
+/// unless one at or after the trim point exists; delete events up to the trim point in chunks
+/// of ``CompactionPolicy/chunkSize``; forget idempotency keys past their window; delete old
+/// snapshots; record the report and release the lease. The trim point is
+/// `min(snapshot, every live consumer's cursor, head − retainedTail)`.
+public final class Compactor: Sendable {
+    /// Where a run is; test hooks observe these.
+    @_spi(Testing) public enum Phase: String, Sendable {
+        case leased, snapshotWritten, chunkTrimmed, keysSwept, snapshotsPruned, finished
+    }
+
+    public let ledger: Ledger
+    public let policy: CompactionPolicy
+    let faultHook: (@Sendable (Phase) -> Void)?
+    private let token: UInt64
+
+    public convenience init(ledger: Ledger, policy: CompactionPolicy = CompactionPolicy()) {
+        self.init(ledger: ledger, policy: policy, faultHook: nil)
+    }
+
+    /// A compactor that calls `faultHook` at every phase boundary (fault-injection tests).
+    @_spi(Testing) public init(ledger: Ledger, policy: CompactionPolicy, faultHook: (@Sendable (Phase) -> Void)?) {
+        self.ledger = ledger
+        self.policy = policy
+        self.faultHook = faultHook
+        var generator = SystemRandomNumberGenerator()
+        self.token = generator.next()
+    }
+
+    private struct Plan {
+        var head: UInt64
+        var first: UInt64
+        var trimThrough: UInt64
+        var latestSnapshot: UInt64?
+        var blockers: [CompactionReport.Blocker]
+        var expired: [String]
+    }
+
+    private func plan(now: Int64) throws(LedgerError) -> Plan {
+        try ledger.read("plan compaction") { txn in
+            let head = try txn.readUInt64(ledger.schema.meta, Schema.MetaKey.head) ?? 0
+            let first = try ledger.firstSequence(in: txn)
+            let tail = UInt64(max(0, policy.retainedTail))
+            var limit = head > tail ? head - tail : 0
+            var blockers: [CompactionReport.Blocker] = []
+            if tail > 0, limit < head { blockers.append(.retainedTail(through: limit)) }
+            var expired: [String] = []
+            let leaseMicros = Int64(policy.consumerLeaseSeconds * 1_000_000)
+            for info in try ledger.consumers(in: txn) {
+                if now - info.lastSeen.micros > leaseMicros {
+                    expired.append(info.name)
+                } else if info.cursor < limit {
+                    limit = info.cursor
+                    blockers.append(.consumer(name: info.name, cursor: info.cursor))
+                }
+            }
+            let latest = try ledger.snapshotHeaders(in: txn).last?.sequence
+            return Plan(head: head, first: first, trimThrough: limit, latestSnapshot: latest, blockers: blockers, expired: expired)
+        }
+    }
+
+    /// Whether a trigger of the policy fires now.
+    public func isDue() throws(LedgerError) -> Bool {
+        if try ledger.count() > policy.triggerEvents { return true }
+        if let bytes = policy.triggerFileBytes, try ledger.statistics().fileBytes > bytes { return true }
+        return false
+    }
+
+    /// Compacts once (or, with `dryRun`, reports what it would do and what blocks it).
+    @discardableResult
+    public func runOnce(dryRun: Bool = false) throws(LedgerError) -> CompactionReport {
+        let started = monotonicSeconds()
+        let now = currentMicros()
+        let plan = try plan(now: now)
+        let willTrim = plan.trimThrough >= plan.first
+        var report = CompactionReport(
+            dryRun: dryRun, snapshotSequence: plan.latestSnapshot, snapshotWritten: false,
+            trimmed: willTrim ? plan.first...plan.trimThrough : nil,
+            eventsTrimmed: willTrim ? Int(plan.trimThrough - plan.first + 1) : 0,
+            keysForgotten: 0, snapshotsDeleted: 0, chunks: 0, seconds: 0, blockers: plan.blockers,
+            expiredConsumers: plan.expired, firstSequence: plan.first, headSequence: plan.head)
+        if dryRun || ledger.options.readOnly {
+            if !dryRun { throw .readOnly(path: ledger.path) }
+            if willTrim, (plan.latestSnapshot ?? 0) < plan.trimThrough { report.snapshotSequence = plan.head }
+            report.seconds = monotonicSeconds() - started
+            return report
+        }
+        if let holder = try acquireLease(now: now) {
+            report.blockers.append(.anotherCompactor(pid: holder))
+            report.trimmed = nil
+            report.eventsTrimmed = 0
+            report.seconds = monotonicSeconds() - started
+            return report
+        }
+        faultHook?(.leased)
+        do {
+            report.eventsTrimmed = 0
+            if willTrim {
+                if (plan.latestSnapshot ?? 0) < plan.trimThrough || plan.latestSnapshot == nil {
+                    let info = try write("write snapshot") { txn in try ledger.writeSnapshot(in: txn, now: now) }
+                    report.snapshotSequence = info.sequence
+                    report.snapshotWritten = true
+                    faultHook?(.snapshotWritten)
+                }
+                while true {
+                    let trimmed = try write("trim") { txn in try trimChunk(through: plan.trimThrough, now: now, in: txn) }
+                    if trimmed == 0 { break }
+                    report.eventsTrimmed += trimmed
+                    report.chunks += 1
+                    faultHook?(.chunkTrimmed)
+                }
+            }
+            report.keysForgotten = try sweepKeys(now: now)
+            faultHook?(.keysSwept)
+            report.snapshotsDeleted = try pruneSnapshots()
+            faultHook?(.snapshotsPruned)
+            let (first, head) = try ledger.read("read range") { txn in
+                (try ledger.firstSequence(in: txn), try txn.readUInt64(ledger.schema.meta, Schema.MetaKey.head) ?? 0)
+            }
+            report.firstSequence = first
+            report.headSequence = head
+            report.seconds = monotonicSeconds() - started
+            let finished = report
+            try write("record compaction") { txn in
+                try txn.put(ledger.schema.meta, key: Schema.MetaKey.lastCompaction, value: CompactionRecord(finished, at: now).encode())
+                try txn.delete(ledger.schema.meta, key: Schema.MetaKey.compactorLease)
+            }
+            faultHook?(.finished)
+        } catch {
+            _ = try? write("release lease") { txn in try releaseLease(in: txn) }
+            throw error
+        }
+        return report
+    }
+
+    /// Runs until the task is cancelled: compacts whenever a trigger fires, checking after
+    /// appends (change notification) and at least every `checkEvery`.
+    public func run(checkEvery: Duration = .seconds(30)) async throws {
+        var seen = try ledger.headSequence()
+        while !Task.isCancelled {
+            if try isDue() { _ = try runOnce() }
+            let ledger = ledger
+            let after = seen
+            seen = try await withThrowingTaskGroup(of: UInt64?.self) { group in
+                group.addTask { try await ledger.waitForChange(after: after) }
+                group.addTask {
+                    try await Task.sleep(for: checkEvery)
+                    return nil
+                }
+                let first = try await group.next() ?? nil
+                group.cancelAll()
+                return first ?? after
+            }
+        }
+    }
+
+    // MARK: - Phases
+
+    private func write<T>(_ operation: String, _ body: (Transaction) throws -> T) throws(LedgerError) -> T {
+        do { return try ledger.environment.write(body) } catch {
+            throw LedgerError.from(error, path: ledger.path, operation: operation)
+        }
+    }
+
+    /// Takes the compaction lease, or returns the pid of a live process holding it.
+    private func acquireLease(now: Int64) throws(LedgerError) -> Int32? {
+        try write("take compaction lease") { txn -> Int32? in
+            if let bytes = try txn.get(ledger.schema.meta, key: Schema.MetaKey.compactorLease) {
+                var r = ByteReader(bytes)
+                if let pid = r.u32le().map({ Int32(bitPattern: $0) }), let owner = r.u64le(), let expires = r.u64le(),
+                   owner != token, Int64(bitPattern: expires) > now, processIsAlive(pid) {
+                    return pid
+                }
+            }
+            try renewLease(now: now, in: txn)
+            return nil
+        }
+    }
+
+    private func renewLease(now: Int64, in txn: Transaction) throws {
+        var w = ByteWriter(capacity: 20)
+        w.u32le(UInt32(bitPattern: getpid()))
+        w.u64le(token)
+        w.u64le(UInt64(bitPattern: now + 60_000_000))
+        try txn.put(ledger.schema.meta, key: Schema.MetaKey.compactorLease, value: w.bytes)
+    }
+
+    private func releaseLease(in txn: Transaction) throws {
+        guard let bytes = try txn.get(ledger.schema.meta, key: Schema.MetaKey.compactorLease) else { return }
+        var r = ByteReader(bytes)
+        _ = r.u32le()
+        if r.u64le() == token { try txn.delete(ledger.schema.meta, key: Schema.MetaKey.compactorLease) }
+    }
+
+    /// Deletes up to a chunk of events with sequence ≤ `through`; returns how many.
+    private func trimChunk(through: UInt64, now: Int64, in txn: Transaction) throws -> Int {
+        let schema = ledger.schema
+        let entries = try txn.withCursor(schema.events) { cursor -> [Entry] in
+            var entries: [Entry] = []
+            var entry = try cursor.first()
+            while let e = entry, entries.count < max(1, policy.chunkSize) {
+                guard let seq = SequenceKey.decode(e.key), seq <= through else { break }
+                entries.append(e)
+                entry = try cursor.next()
+            }
+            return entries
+        }
+        var counters: [String: UInt64] = [:]
+        let cutoff = now - Int64(policy.keyRetentionSeconds * 1_000_000)
+        for e in entries {
+            // A record that fails its checksum is trimmed all the same; only its counters are lost.
+            if let seq = SequenceKey.decode(e.key), case .success(let event) = EventRecord.decode(e.value, sequence: seq) {
+                counters["t:" + event.type, default: 0] += 1
+                counters["o:" + event.origin.role, default: 0] += 1
+                if let key = event.key, let stored = try keyRecord(key, in: txn), stored.sequence == seq, stored.time < cutoff {
+                    try txn.delete(schema.keys, key: Array(key.utf8))
+                }
+            }
+            try txn.delete(schema.events, key: e.key)
+        }
+        for (name, delta) in counters {
+            let key = Array(name.utf8)
+            let current = try txn.readUInt64(schema.counters, key) ?? 0
+            if current > delta { try txn.writeUInt64(schema.counters, key, current - delta) } else { try txn.delete(schema.counters, key: key) }
+        }
+        if !entries.isEmpty { try renewLease(now: currentMicros(), in: txn) }
+        return entries.count
+    }
+
+    private func keyRecord(_ key: String, in txn: Transaction) throws -> (sequence: UInt64, time: Int64)? {
+        guard let bytes = try txn.get(ledger.schema.keys, key: Array(key.utf8)) else { return nil }
+        var r = ByteReader(bytes)
+        guard let seq = r.u64be(), r.u64be() != nil else { return nil }
+        return (seq, Int64(bitPattern: r.u64be() ?? 0))
+    }
+
+    /// Forgets keys whose event is trimmed and whose window has passed, a chunk per transaction.
+    private func sweepKeys(now: Int64) throws(LedgerError) -> Int {
+        let cutoff = now - Int64(policy.keyRetentionSeconds * 1_000_000)
+        var position: [UInt8] = []
+        var forgotten = 0
+        while true {
+            let (deleted, next) = try write("forget keys") { txn -> (Int, [UInt8]?) in
+                let first = try ledger.firstSequence(in: txn)
+                var doomed: [[UInt8]] = []
+                var next: [UInt8]?
+                try txn.withCursor(ledger.schema.keys) { cursor in
+                    var entry = position.isEmpty ? try cursor.first() : try cursor.seek(atLeast: position)
+                    var examined = 0
+                    while let e = entry {
+                        if examined == max(1, policy.chunkSize) * 4 { next = e.key; break }
+                        examined += 1
+                        var r = ByteReader(e.value)
+                        if let seq = r.u64be(), r.u64be() != nil, let time = r.u64be(), seq < first, Int64(bitPattern: time) < cutoff {
+                            doomed.append(e.key)
+                        }
+                        entry = try cursor.next()
+                    }
+                }
+                for key in doomed { try txn.delete(ledger.schema.keys, key: key) }
+                return (doomed.count, next)
+            }
+            forgotten += deleted
+            guard let next else { return forgotten }
+            position = next
+        }
+    }
+
+    /// Deletes snapshots beyond the newest `keepSnapshots` and any left incomplete.
+    private func pruneSnapshots() throws(LedgerError) -> Int {
+        let present = try ledger.read("list snapshots") { txn in try ledger.snapshotPrefixes(in: txn) }
+        let complete = present.filter { $0.info != nil }
+        let keep = Set(complete.suffix(max(1, policy.keepSnapshots)).map(\.sequence))
+        var deleted = 0
+        for snapshot in present where !keep.contains(snapshot.sequence) {
+            while try write("delete snapshot", { txn in try ledger.deleteSnapshotRows(snapshot.sequence, limit: max(1, policy.chunkSize), in: txn) }) > 0 {}
+            if snapshot.info != nil { deleted += 1 }
+        }
+        return deleted
+    }
+}
+
+/// Whether a process exists (it may belong to another user).
+func processIsAlive(_ pid: Int32) -> Bool {
+    if pid == getpid() { return true }
+    return kill(pid, 0) == 0 || errno == EPERM
+}
+
+/// The last compaction, kept in the meta table for `inspect`.
+struct CompactionRecord: Hashable, Sendable {
+    var at: Int64
+    var snapshot: UInt64
+    var trimmedThrough: UInt64
+    var eventsTrimmed: UInt64
+    var micros: UInt64
+
+    init(_ report: CompactionReport, at: Int64) {
+        self.at = at
+        snapshot = report.snapshotSequence ?? 0
+        trimmedThrough = report.trimmed?.upperBound ?? 0
+        eventsTrimmed = UInt64(report.eventsTrimmed)
+        micros = UInt64(max(0, report.seconds * 1_000_000))
+    }
+
+    init(at: Int64, snapshot: UInt64, trimmedThrough: UInt64, eventsTrimmed: UInt64, micros: UInt64) {
+        self.at = at
+        self.snapshot = snapshot
+        self.trimmedThrough = trimmedThrough
+        self.eventsTrimmed = eventsTrimmed
+        self.micros = micros
+    }
+
+    func encode() -> [UInt8] {
+        var w = ByteWriter(capacity: 40)
+        for v in [UInt64(bitPattern: at), snapshot, trimmedThrough, eventsTrimmed, micros] { w.u64be(v) }
+        return w.bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) -> CompactionRecord? {
+        var r = ByteReader(bytes)
+        guard let a = r.u64be(), let s = r.u64be(), let t = r.u64be(), let n = r.u64be(), let m = r.u64be(), r.remaining == 0 else { return nil }
+        return CompactionRecord(at: Int64(bitPattern: a), snapshot: s, trimmedThrough: t, eventsTrimmed: n, micros: m)
+    }
+}

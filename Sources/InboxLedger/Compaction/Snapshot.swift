@@ -1,0 +1,187 @@
+import LMDB
+
+/// A snapshot of the projections at a sequence, as listed by ``Ledger/snapshots()``.
+public struct SnapshotInfo: Hashable, Sendable {
+    /// The projections equal a replay of every event up to and including this sequence.
+    public var sequence: UInt64
+    public var createdAt: Timestamp
+    /// Projection rows in the snapshot.
+    public var rows: Int
+    /// Bytes of keys and values.
+    public var bytes: Int
+}
+
+/// The snapshot encoding (docs/format.md): rows `BE(S) ‖ tag ‖ key → value` copied from the
+/// projection tables, and a header row `BE(S) ‖ 0x00` with version, sequence, time, row count
+/// and a CRC-32C over every row.
+enum SnapshotCodec {
+    static let version: UInt8 = 1
+    static let headerTag: UInt8 = 0
+
+    static func tag(_ table: ProjectionTable) -> UInt8 {
+        switch table {
+        case .messages: 1
+        case .widget: 2
+        case .expiry: 3
+        case .actions: 4
+        case .actionIDs: 5
+        case .state: 6
+        }
+    }
+
+    static func table(_ tag: UInt8) -> ProjectionTable? {
+        ProjectionTable.allCases.first { self.tag($0) == tag }
+    }
+
+    static func rowKey(_ sequence: UInt64, _ tag: UInt8, _ key: [UInt8]) -> [UInt8] {
+        SequenceKey.encode(sequence) + [tag] + key
+    }
+
+    /// Feeds one row into the running checksum.
+    static func checksum(_ crc: UInt32, tag: UInt8, key: [UInt8], value: [UInt8]) -> UInt32 {
+        var w = ByteWriter(capacity: 9 + key.count + value.count)
+        w.u8(tag)
+        w.u32le(UInt32(key.count))
+        w.append(key)
+        w.u32le(UInt32(value.count))
+        w.append(value)
+        return CRC32C.update(crc, w.bytes[...])
+    }
+
+    struct Header {
+        var sequence: UInt64
+        var createdAt: Int64
+        var rows: UInt64
+        var bytes: UInt64
+        var checksum: UInt32
+
+        func encode() -> [UInt8] {
+            var w = ByteWriter(capacity: 37)
+            w.u8(SnapshotCodec.version)
+            w.u64be(sequence)
+            w.u64be(UInt64(bitPattern: createdAt))
+            w.u64be(rows)
+            w.u64be(bytes)
+            w.u32le(checksum)
+            return w.bytes
+        }
+
+        static func decode(_ bytes: [UInt8]) -> Header? {
+            var r = ByteReader(bytes)
+            guard r.u8() == SnapshotCodec.version, let s = r.u64be(), let c = r.u64be(), let n = r.u64be(),
+                  let b = r.u64be(), let k = r.u32le(), r.remaining == 0
+            else { return nil }
+            return Header(sequence: s, createdAt: Int64(bitPattern: c), rows: n, bytes: b, checksum: k)
+        }
+    }
+}
+
+extension Ledger {
+    /// Every snapshot, oldest first.
+    public func snapshots() throws(LedgerError) -> [SnapshotInfo] {
+        try read("list snapshots") { txn in try snapshotHeaders(in: txn) }
+    }
+
+    func snapshotHeaders(in txn: Transaction) throws -> [SnapshotInfo] {
+        try snapshotPrefixes(in: txn).compactMap(\.info)
+    }
+
+    /// Every snapshot sequence present in the table, with its header if it has one. A snapshot
+    /// without a header is one whose deletion was interrupted: never used, removed by the next
+    /// compaction.
+    func snapshotPrefixes(in txn: Transaction) throws -> [(sequence: UInt64, info: SnapshotInfo?)] {
+        try txn.withCursor(schema.snapshots) { cursor in
+            var found: [(sequence: UInt64, info: SnapshotInfo?)] = []
+            var entry = try cursor.first()
+            while let e = entry {
+                guard e.key.count >= 9, let s = SequenceKey.decode(Array(e.key.prefix(8))) else {
+                    throw LedgerError.corruptStore(path: path, reason: "malformed snapshot row")
+                }
+                var info: SnapshotInfo?
+                // The header (tag 0) sorts first within its snapshot.
+                if e.key[8] == SnapshotCodec.headerTag, let h = SnapshotCodec.Header.decode(e.value) {
+                    info = SnapshotInfo(sequence: h.sequence, createdAt: Timestamp(micros: h.createdAt), rows: Int(h.rows), bytes: Int(h.bytes))
+                }
+                found.append((s, info))
+                guard s < UInt64.max else { break }
+                entry = try cursor.seek(atLeast: SequenceKey.encode(s + 1))
+            }
+            return found
+        }
+    }
+
+    /// Copies every projection row into a snapshot at the current head, in `txn`. Idempotent.
+    func writeSnapshot(in txn: Transaction, now: Int64) throws -> SnapshotInfo {
+        let head = try txn.readUInt64(schema.meta, Schema.MetaKey.head) ?? 0
+        if let existing = try txn.get(schema.snapshots, key: SnapshotCodec.rowKey(head, SnapshotCodec.headerTag, [])),
+           let h = SnapshotCodec.Header.decode(existing) {
+            return SnapshotInfo(sequence: h.sequence, createdAt: Timestamp(micros: h.createdAt), rows: Int(h.rows), bytes: Int(h.bytes))
+        }
+        let store = schema.store(txn)
+        var crc: UInt32 = 0
+        var rows: UInt64 = 0
+        var bytes: UInt64 = 0
+        for table in ProjectionTable.allCases {
+            let tag = SnapshotCodec.tag(table)
+            var copied: [(key: [UInt8], value: [UInt8])] = []
+            try store.scan(table, from: []) { key, value in
+                copied.append((key, value))
+                return true
+            }
+            for row in copied {
+                try txn.put(schema.snapshots, key: SnapshotCodec.rowKey(head, tag, row.key), value: row.value)
+                crc = SnapshotCodec.checksum(crc, tag: tag, key: row.key, value: row.value)
+                rows += 1
+                bytes += UInt64(row.key.count + row.value.count)
+            }
+        }
+        let header = SnapshotCodec.Header(sequence: head, createdAt: now, rows: rows, bytes: bytes, checksum: crc)
+        try txn.put(schema.snapshots, key: SnapshotCodec.rowKey(head, SnapshotCodec.headerTag, []), value: header.encode())
+        return SnapshotInfo(sequence: head, createdAt: Timestamp(micros: now), rows: Int(rows), bytes: Int(bytes))
+    }
+
+    /// Loads snapshot `sequence` into `store`, checking its row count and checksum.
+    func loadSnapshot(_ sequence: UInt64, into store: MemoryStore, in txn: Transaction) throws {
+        guard let headerBytes = try txn.get(schema.snapshots, key: SnapshotCodec.rowKey(sequence, SnapshotCodec.headerTag, [])),
+              let header = SnapshotCodec.Header.decode(headerBytes)
+        else { throw LedgerError.corruptStore(path: path, reason: "snapshot \(sequence) has no readable header") }
+        var crc: UInt32 = 0
+        var rows: UInt64 = 0
+        let prefix = SequenceKey.encode(sequence)
+        try txn.withCursor(schema.snapshots) { cursor in
+            var entry = try cursor.seek(atLeast: prefix + [1])
+            while let e = entry, e.key.starts(with: prefix) {
+                guard let table = SnapshotCodec.table(e.key[8]) else {
+                    throw LedgerError.corruptStore(path: path, reason: "snapshot \(sequence) has a row of unknown table \(e.key[8])")
+                }
+                let key = Array(e.key.dropFirst(9))
+                try store.put(table, key, e.value)
+                crc = SnapshotCodec.checksum(crc, tag: e.key[8], key: key, value: e.value)
+                rows += 1
+                entry = try cursor.next()
+            }
+        }
+        guard rows == header.rows, crc == header.checksum else {
+            throw LedgerError.corruptStore(path: path, reason: "snapshot \(sequence) fails its checksum (\(rows) of \(header.rows) rows)")
+        }
+    }
+
+    /// Deletes up to `limit` rows of snapshot `sequence`, its header first (so a snapshot whose
+    /// deletion is interrupted is never taken for a complete one); returns how many.
+    func deleteSnapshotRows(_ sequence: UInt64, limit: Int, in txn: Transaction) throws -> Int {
+        var deleted = try txn.delete(schema.snapshots, key: SnapshotCodec.rowKey(sequence, SnapshotCodec.headerTag, [])) ? 1 : 0
+        let prefix = SequenceKey.encode(sequence)
+        let keys = try txn.withCursor(schema.snapshots) { cursor -> [[UInt8]] in
+            var keys: [[UInt8]] = []
+            var entry = try cursor.seek(atLeast: prefix)
+            while let e = entry, e.key.starts(with: prefix), keys.count < limit {
+                keys.append(e.key)
+                entry = try cursor.next()
+            }
+            return keys
+        }
+        for key in keys { try txn.delete(schema.snapshots, key: key) }
+        deleted += keys.count
+        return deleted
+    }
+}
