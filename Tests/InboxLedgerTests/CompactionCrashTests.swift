@@ -1,0 +1,105 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import InboxLedger
+
+/// A compactor killed at every phase, and compaction under concurrent load, across processes.
+@Suite(.serialized) struct CompactionCrashTests {
+    let agent = Processes.product("LedgerTestAgent")
+
+    /// The ledger after a crash: projections equal the rebuild, the log is dense from its
+    /// first sequence to the head, and the consumer's events are all there.
+    func checkHealthy(_ path: String, head: UInt64, consumerCursor: UInt64, context: String) throws {
+        let ledger = try Ledger(path: path)
+        #expect(try ledger.verifyProjections() == nil, "\(context)")
+        #expect(try ledger.headSequence() == head, "\(context)")
+        let first = try ledger.firstSequence()
+        #expect(first <= consumerCursor + 1, "\(context): trimmed past a live consumer")
+        var expected = first
+        var iterator = ledger.iterator(after: first - 1, pageSize: 1000)
+        while let e = try iterator.next() {
+            #expect(e.sequence == expected, "\(context)")
+            expected += 1
+        }
+        #expect(expected == head + 1, "\(context)")
+    }
+
+    @Test func aCompactorKilledAtAnyPhaseLeavesAConsistentLedgerAndARerunFinishes() throws {
+        let phases: [(String, Int)] = [
+            ("leased", 1), ("snapshotWritten", 1), ("chunkTrimmed", 1), ("chunkTrimmed", 3),
+            ("keysSwept", 1), ("snapshotsPruned", 1), ("finished", 1),
+        ]
+        for (phase, count) in phases {
+            let dir = TemporaryDirectory()
+            let path = dir.child("ledger")
+            let ledger = try Ledger(path: path)
+            try appendMixed(ledger, count: 600, seed: 99)
+            let consumer = try ledger.consumer(named: "host")
+            try consumer.commit(try consumer.next(limit: 450))
+            // An earlier compaction, so there is an old snapshot to prune.
+            try Compactor(ledger: ledger, policy: policy(tail: 500)).runOnce()
+            try appendMixed(ledger, count: 100, seed: 100)
+            try consumer.commit(try consumer.next(limit: 200))  // now at 650, past the old snapshot (600)
+            let context = "killed at \(phase) #\(count)"
+            let killed = try Processes.run(agent, ["compact", path, "20", "50"], environment: ["FAULT_PHASE": phase, "FAULT_COUNT": String(count)])
+            #expect(killed.signalled, "\(context): \(killed.stdout) \(killed.stderr)")
+            try checkHealthy(path, head: 700, consumerCursor: 650, context: context)
+            // A rerun finishes the job.
+            let rerun = try Processes.run(agent, ["compact", path, "20", "50"])
+            #expect(rerun.status == 0, "\(context): \(rerun.stderr)")
+            try checkHealthy(path, head: 700, consumerCursor: 650, context: context + ", rerun")
+            #expect(try ledger.firstSequence() == 651, "\(context)")
+            #expect(try ledger.snapshots().count <= 2, "\(context)")
+        }
+    }
+
+    @Test func randomKillsOfACompactorProcess() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        let ledger = try Ledger(path: path)
+        var rng = SeededGenerator(seed: 31)
+        var head: UInt64 = 0
+        for round in 0..<12 {
+            try appendMixed(ledger, count: 400, seed: UInt64(round))
+            head += 400
+            let compactor = try Processes.start(agent, ["compact", path, "10", "7"])
+            usleep(UInt32.random(in: 0...40_000, using: &rng))
+            compactor.kill()
+            _ = try compactor.wait(timeout: 30)
+            try checkHealthy(path, head: head, consumerCursor: head, context: "round \(round)")
+        }
+        let last = try Processes.run(agent, ["compact", path, "10", "7"])
+        #expect(last.status == 0, "\(last.stderr)")
+        #expect(try ledger.firstSequence() == head - 10 + 1)
+    }
+
+    @Test func writersReaderConsumerAndCompactorAtOnce() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        let ledger = try Ledger(path: path)
+        _ = try ledger.consumer(named: "checker")
+        try appendMixed(ledger, count: 50, seed: 1)
+        let perWriter = 3000
+        let writers = try (0..<3).map { w in
+            try Processes.start(agent, ["write", path, "w\(w)", String(perWriter), String(500 + w), dir.child("ack\(w)"), "40", "none"])
+        }
+        let widget = try Processes.start(agent, ["widget-reader", path, "4"])
+        let checker = try Processes.start(agent, ["consume-check", path, "checker", String(50 + 3 * perWriter), "300"])
+        let compactor = try Processes.start(agent, ["compact-loop", path, "4", "100"])
+        for p in writers + [widget, checker, compactor] {
+            let out = try p.wait(timeout: 300)
+            #expect(out.status == 0, "\(out.stdout) \(out.stderr)")
+        }
+        #expect(try ledger.verifyProjections() == nil)
+        #expect(try ledger.headSequence() == UInt64(50 + 3 * perWriter))
+        // Every acknowledged event of every writer that compaction has not trimmed is there.
+        let first = try ledger.firstSequence()
+        for w in 0..<3 {
+            for seq in acknowledged(dir.child("ack\(w)")).values.flatMap({ $0 }) where seq >= first {
+                #expect(try ledger.event(at: seq) != nil)
+            }
+        }
+        // The compactor really trimmed while the others ran.
+        #expect(first > 1)
+    }
+}
