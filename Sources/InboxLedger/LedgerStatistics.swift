@@ -29,6 +29,21 @@ public struct LedgerStatistics: Sendable, Hashable {
     public var maxReaders: Int
     /// Reader slots currently held (by live or dead processes), with their pids.
     public var readers: [Reader]
+    /// Snapshots, oldest first.
+    public var snapshots: [SnapshotInfo]
+    /// The last compaction that finished.
+    public var lastCompaction: CompactionSummary?
+    /// Registered consumers.
+    public var consumers: [ConsumerInfo]
+
+    /// What the last finished compaction did.
+    public struct CompactionSummary: Sendable, Hashable {
+        public var finishedAt: Timestamp
+        public var snapshotSequence: UInt64
+        public var trimmedThrough: UInt64
+        public var eventsTrimmed: Int
+        public var seconds: Double
+    }
 
     public struct Reader: Sendable, Hashable {
         public var pid: Int32
@@ -74,7 +89,14 @@ extension Ledger {
                 fileBytes: info.fileSize, mapBytes: info.mapSize, usedBytes: info.usedBytes,
                 pageSize: info.pageSize, lastTransactionID: info.lastTransactionID,
                 maxReaders: info.maxReaders,
-                readers: readers.map { LedgerStatistics.Reader(pid: $0.pid, transactionID: $0.transactionID) })
+                readers: readers.map { LedgerStatistics.Reader(pid: $0.pid, transactionID: $0.transactionID) },
+                snapshots: try snapshotHeaders(in: txn),
+                lastCompaction: try txn.get(schema.meta, key: Schema.MetaKey.lastCompaction).flatMap(CompactionRecord.decode).map {
+                    LedgerStatistics.CompactionSummary(
+                        finishedAt: Timestamp(micros: $0.at), snapshotSequence: $0.snapshot, trimmedThrough: $0.trimmedThrough,
+                        eventsTrimmed: Int($0.eventsTrimmed), seconds: Double($0.micros) / 1_000_000)
+                },
+                consumers: try consumers(in: txn))
         }
     }
 

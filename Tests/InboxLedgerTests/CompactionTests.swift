@@ -215,3 +215,27 @@ func appendMixed(_ ledger: Ledger, count: Int, seed: UInt64) throws {
         }
     }
 }
+
+@Suite struct CompactionWorkerTests {
+    @Test func workerCompactsWhenTheTriggerFiresUntilCancelled() async throws {
+        let t = try TestLedger()
+        var p = policy(tail: 10)
+        p.triggerEvents = 100
+        let compactor = Compactor(ledger: t.ledger, policy: p)
+        let worker = Task { try await compactor.run(checkEvery: .seconds(5)) }
+        try appendMixed(t.ledger, count: 50, seed: 1)
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(try t.ledger.firstSequence() == 1)  // under the trigger: nothing trimmed
+        try appendMixed(t.ledger, count: 100, seed: 2)
+        // Woken by the appends (change notification), not by the 5 s timer.
+        let deadline = ContinuousClock.now + .seconds(3)
+        while try t.ledger.firstSequence() == 1, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(try t.ledger.firstSequence() > 1)
+        #expect(try t.ledger.count() < 150)
+        worker.cancel()
+        _ = await worker.result
+        #expect(try t.ledger.verifyProjections() == nil)
+    }
+}

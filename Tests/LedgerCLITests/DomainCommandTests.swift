@@ -108,3 +108,62 @@ let scenarioLines = """
         #expect(try ledger("consume", path, "--name", "x", "--read-only").status == 2)
     }
 }
+
+@Suite struct CompactCommandTests {
+    func ledgerWith(_ count: Int, in dir: TemporaryDirectory) throws -> String {
+        let path = dir.child("l")
+        let lines = (0..<count).map { #"{"type":"badge.adjusted","data":{"delta":1},"key":"p\#($0)"}"# }.joined(separator: "\n")
+        #expect(try ledger("append", path, "--batch", "100", "--durability", "none", input: lines).status == 0)
+        return path
+    }
+
+    @Test func dryRunThenCompactThenInspect() throws {
+        let dir = TemporaryDirectory()
+        let path = try ledgerWith(1500, in: dir)
+        _ = try ledger("consume", path, "--name", "host", "--limit", "1200")
+        let dry = try jsonObject(try ledger("compact", path, "--dry-run", "--retained-tail", "100", "--json").stdout)
+        #expect(dry["dryRun"] as? Bool == true)
+        #expect(dry["trimmedThrough"] as? Int == 1200)
+        #expect((dry["blockers"] as? [String])?.contains("consumer 'host' has read only up to 1200") == true)
+        #expect(try jsonObject(try ledger("inspect", path, "--json").stdout)["firstSequence"] as? Int == 1)
+
+        let out = try ledger("compact", path, "--retained-tail", "100", "--chunk-size", "250")
+        #expect(out.status == 0, "\(out.stderr)")
+        #expect(out.stdout.contains("Trimmed 1200 events (1–1200) in 5 chunks"))
+        let inspect = try jsonObject(try ledger("inspect", path, "--json").stdout)
+        #expect(inspect["firstSequence"] as? Int == 1201)
+        #expect(inspect["eventCount"] as? Int == 300)
+        #expect((inspect["snapshots"] as? [[String: Any]])?.first?["sequence"] as? Int == 1500)
+        #expect((inspect["lastCompaction"] as? [String: Any])?["eventsTrimmed"] as? Int == 1200)
+        #expect((inspect["consumers"] as? [[String: Any]])?.first?["cursor"] as? Int == 1200)
+        let human = try ledger("inspect", path)
+        #expect(human.stdout.contains("1200 events trimmed through 1200"))
+        #expect(human.stdout.contains("host at 1200, lag 300"))
+        // The widget shows the same badge after trimming.
+        #expect(try jsonObject(try ledger("widget", path, "--json").stdout)["badge"] as? Int == 1500)
+    }
+
+    @Test func compactedCopyIsASmallerWorkingLedger() throws {
+        let dir = TemporaryDirectory()
+        let path = try ledgerWith(3000, in: dir)
+        _ = try ledger("compact", path, "--retained-tail", "10")
+        let copy = try ledger("compact", path, "--copy-to", dir.child("copy"), "--json")
+        #expect(copy.status == 0, "\(copy.stderr)")
+        let copied = try jsonObject(try ledger("inspect", dir.child("copy"), "--json").stdout)
+        let original = try jsonObject(try ledger("inspect", path, "--json").stdout)
+        #expect(copied["eventCount"] as? Int == 10)
+        #expect(copied["ledgerID"] as? String == original["ledgerID"] as? String)
+        #expect((copied["fileBytes"] as? Int ?? .max) < (original["fileBytes"] as? Int ?? 0))
+        // Not into a non-empty directory.
+        #expect(try ledger("compact", path, "--copy-to", dir.child("copy")).status == 3)
+    }
+
+    @Test func badPolicyFlagsExitTwo() throws {
+        let dir = TemporaryDirectory()
+        let path = try ledgerWith(10, in: dir)
+        #expect(try ledger("compact", path, "--chunk-size", "0").status == 2)
+        #expect(try ledger("compact", path, "--retained-tail", "-5").status == 2)
+        #expect(try ledger("compact", path, "--watch", "--dry-run").status == 2)
+        #expect(try ledger("compact", "--help").stdout.contains("Examples:"))
+    }
+}

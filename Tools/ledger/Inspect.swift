@@ -59,6 +59,12 @@ struct Inspect: ParsableCommand {
             "maxReaders": s.maxReaders,
             "readers": s.readers.map { ["pid": Int($0.pid), "transactionID": $0.transactionID as Any? ?? NSNull()] as [String: Any] },
             "lastEvents": recent.map(EventFormatting.jsonObject),
+            "snapshots": s.snapshots.map { ["sequence": $0.sequence, "createdAt": $0.createdAt.iso8601, "rows": $0.rows, "bytes": $0.bytes] as [String: Any] },
+            "lastCompaction": s.lastCompaction.map {
+                ["finishedAt": $0.finishedAt.iso8601, "snapshotSequence": $0.snapshotSequence, "trimmedThrough": $0.trimmedThrough,
+                 "eventsTrimmed": $0.eventsTrimmed, "seconds": $0.seconds] as [String: Any]
+            } as Any? ?? NSNull(),
+            "consumers": s.consumers.map { ["name": $0.name, "cursor": $0.cursor, "lag": $0.lag, "lastSeen": $0.lastSeen.iso8601] as [String: Any] },
         ]
         return try EventFormatting.json(object)
     }
@@ -75,6 +81,20 @@ struct Inspect: ParsableCommand {
         lines.append("  storage    data.mdb \(Units.bytes(s.fileBytes)), map \(Units.bytes(s.mapBytes)) (\(String(format: "%.0f", percent)) % used), page \(Units.bytes(s.pageSize))")
         let active = s.readers.filter { $0.transactionID != nil }.count
         lines.append("  readers    \(s.readers.count) of \(s.maxReaders) slots held, \(active) reading now")
+        if !s.consumers.isEmpty {
+            let now = Timestamp.now.micros
+            lines.append("  consumers")
+            for c in s.consumers {
+                let line = "    \(c.name) at \(c.cursor), lag \(c.lag), seen \(Units.duration(micros: now - c.lastSeen.micros)) ago"
+                lines.append(line.count <= 80 ? line : String(line.prefix(79)) + "…")
+            }
+        }
+        if let c = s.lastCompaction {
+            lines.append("  compacted  \(c.eventsTrimmed) events trimmed through \(c.trimmedThrough) at \(c.finishedAt.iso8601.prefix(19))Z")
+        }
+        if !s.snapshots.isEmpty {
+            lines.append("  snapshots  " + s.snapshots.map { "at \($0.sequence) (\($0.rows) rows)" }.joined(separator: " · "))
+        }
         if !recent.isEmpty {
             lines.append("  last \(recent.count) events")
             for event in recent.reversed() {

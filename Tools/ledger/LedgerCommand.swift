@@ -3,7 +3,7 @@ import Foundation
 import InboxLedger
 
 @main
-struct LedgerCommand: ParsableCommand {
+struct LedgerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ledger",
         abstract: "Inspect and operate an inbox & badge ledger.",
@@ -12,14 +12,18 @@ struct LedgerCommand: ParsableCommand {
             events to. Exit codes: 0 ok, 1 invalid input or problems found, 2 usage,
             3 cannot open the ledger, 4 storage failure.
             """,
-        subcommands: [Inspect.self, Append.self, Events.self, Widget.self, Consume.self, ConsumersCommand.self]
+        subcommands: [Inspect.self, Append.self, Events.self, Widget.self, Consume.self, ConsumersCommand.self, Compact.self]
     )
 
     /// Parses and runs, mapping ArgumentParser's usage failures to the documented exit code 2.
-    static func main() {
+    static func main() async {
         do {
             var command = try parseAsRoot()
-            try command.run()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
         } catch {
             if exitCode(for: error) == .validationFailure {
                 printError(fullMessage(for: error))

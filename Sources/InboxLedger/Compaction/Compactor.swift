@@ -139,9 +139,12 @@ public final class Compactor: Sendable {
             report.headSequence = head
             report.seconds = monotonicSeconds() - started
             let finished = report
+            let didWork = finished.eventsTrimmed > 0 || finished.snapshotWritten || finished.snapshotsDeleted > 0 || finished.keysForgotten > 0
             try write("record compaction") { txn in
-                try txn.put(ledger.schema.meta, key: Schema.MetaKey.lastCompaction, value: CompactionRecord(finished, at: now).encode())
-                try txn.delete(ledger.schema.meta, key: Schema.MetaKey.compactorLease)
+                if didWork {
+                    try txn.put(ledger.schema.meta, key: Schema.MetaKey.lastCompaction, value: CompactionRecord(finished, at: now).encode())
+                }
+                try releaseLease(in: txn)
             }
             faultHook?(.finished)
         } catch {
