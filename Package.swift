@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "InboxLedger", targets: ["InboxLedger"]),
         .library(name: "LMDB", targets: ["LMDB"]),
         .executable(name: "ledger", targets: ["ledger"]),
+        .executable(name: "ledger-compaction-bench", targets: ["CompactionBenchmark"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -43,6 +44,8 @@ let package = Package(
             path: "Benchmarks/LedgerBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        // Compaction of a large log with a concurrent writer: `swift run -c release ledger-compaction-bench`.
+        .executableTarget(name: "CompactionBenchmark", dependencies: ["InboxLedger"], path: "Benchmarks/CompactionBenchmark"),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -18,6 +18,10 @@ public struct CompactionPolicy: Sendable, Hashable {
     public var consumerLeaseSeconds: Double = 7 * 86_400
     /// Events deleted per write transaction: bounds how long a concurrent writer can wait.
     public var chunkSize: Int = 1_000
+    /// Pause between two chunks, in microseconds. LMDB's writer lock is not fair: without a
+    /// pause, a compactor that commits chunk after chunk can keep a waiting writer out for the
+    /// whole trim.
+    public var pauseBetweenChunksMicros: Int = 200
     /// Snapshots kept (the newest ones; at least 1).
     public var keepSnapshots: Int = 2
     /// An idempotency key is remembered at least this long after its event, even once the

@@ -126,6 +126,7 @@ public final class Compactor: Sendable {
                     report.eventsTrimmed += trimmed
                     report.chunks += 1
                     faultHook?(.chunkTrimmed)
+                    if policy.pauseBetweenChunksMicros > 0 { usleep(UInt32(policy.pauseBetweenChunksMicros)) }
                 }
             }
             report.keysForgotten = try sweepKeys(now: now)
