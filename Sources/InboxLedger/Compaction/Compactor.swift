@@ -230,11 +230,11 @@ public final class Compactor: Sendable {
         var counters: [String: UInt64] = [:]
         let cutoff = now - Int64(policy.keyRetentionSeconds * 1_000_000)
         for e in entries {
-            // A record that fails its checksum is trimmed all the same; only its counters are lost.
-            if let seq = SequenceKey.decode(e.key), case .success(let event) = EventRecord.decode(e.value, sequence: seq) {
-                counters["t:" + event.type, default: 0] += 1
-                counters["o:" + event.origin.role, default: 0] += 1
-                if let key = event.key, let stored = try keyRecord(key, in: txn), stored.sequence == seq, stored.time < cutoff {
+            // A record whose header is damaged is trimmed all the same; only its counters are lost.
+            if let seq = SequenceKey.decode(e.key), let header = EventRecord.peek(e.value) {
+                counters["t:" + header.type, default: 0] += 1
+                counters["o:" + header.role, default: 0] += 1
+                if let key = header.key, let stored = try keyRecord(key, in: txn), stored.sequence == seq, stored.time < cutoff {
                     try txn.delete(schema.keys, key: Array(key.utf8))
                 }
             }

@@ -66,6 +66,21 @@ enum EventRecord {
         }
     }
 
+    /// The type, origin role and key of a record, read from its header without checking the
+    /// checksum or copying the payload (compaction's bookkeeping). Nil if the header is malformed.
+    static func peek(_ bytes: [UInt8]) -> (type: String, role: String, key: String?)? {
+        var r = ByteReader(bytes)
+        guard bytes.count >= headerSize + trailerSize, r.u8() == version, let flags = r.u8(),
+              let typeLength = r.u16le(), let roleLength = r.u16le(), let keyLength = r.u16le()
+        else { return nil }
+        var body = ByteReader(bytes, offset: headerSize)
+        guard let t = body.take(Int(typeLength)), let type = String(validating: t, as: UTF8.self),
+              let o = body.take(Int(roleLength)), let role = String(validating: o, as: UTF8.self),
+              let k = body.take(Int(keyLength)), let key = String(validating: k, as: UTF8.self)
+        else { return nil }
+        return (type, role, flags & flagHasKey != 0 ? key : nil)
+    }
+
     /// Decodes `bytes`, stored under `sequence`. Never traps, whatever the bytes.
     static func decode(_ bytes: [UInt8], sequence: UInt64) -> Result<Event, DecodeError> {
         guard bytes.count >= headerSize + trailerSize else { return .failure(.tooShort(bytes.count)) }
