@@ -167,3 +167,38 @@ let scenarioLines = """
         #expect(try ledger("compact", "--help").stdout.contains("Examples:"))
     }
 }
+
+@Suite struct VerifyCommandTests {
+    @Test func healthyExitsZeroAndDamageExitsOneWithTheSequence() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        _ = try ledger("append", path, input: scenarioLines)
+        let ok = try ledger("verify", path)
+        #expect(ok.status == 0, "\(ok.stdout) \(ok.stderr)")
+        #expect(ok.stdout.contains("OK: \(path) is healthy"))
+        let json = try jsonObject(try ledger("verify", path, "--json").stdout)
+        #expect(json["healthy"] as? Bool == true && json["eventsChecked"] as? Int == 5)
+
+        // Flip one byte inside record 3's payload, straight in the data file (in every copy of
+        // the page: copy-on-write leaves older versions in free pages).
+        var data = try Data(contentsOf: URL(fileURLWithPath: path + "/data.mdb"))
+        let needle = Data(#"{"actionID":"a2""#.utf8)
+        var from = data.startIndex
+        var flipped = 0
+        while let range = data.range(of: needle, in: from..<data.endIndex) {
+            data[range.lowerBound + 3] ^= 0x20
+            from = range.upperBound
+            flipped += 1
+        }
+        #expect(flipped > 0)
+        try data.write(to: URL(fileURLWithPath: path + "/data.mdb"))
+        let bad = try ledger("verify", path)
+        #expect(bad.status == 1)
+        #expect(bad.stdout.contains("DAMAGED"))
+        #expect(bad.stdout.contains("problem: record 3: checksum mismatch"), "\(bad.stdout)")
+        // Reading the damaged record is a clear error, not a crash.
+        let events = try ledger("events", path)
+        #expect(events.status == 1)
+        #expect(events.stderr.contains("corrupt record at sequence 3"))
+    }
+}
