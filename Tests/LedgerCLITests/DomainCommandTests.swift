@@ -202,3 +202,44 @@ let scenarioLines = """
         #expect(events.stderr.contains("corrupt record at sequence 3"))
     }
 }
+
+@Suite struct FollowAndFilterTests {
+    @Test func followSeesAnotherProcesssAppends() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        _ = try ledger("append", path, input: #"{"type":"a","data":1}"#)
+        let follower = try Processes.start(ledgerBinary, ["events", path, "--follow", "--json", "--type", "b"])
+        usleep(200_000)
+        #expect(try ledger("append", path, "--origin", "widget", input: #"{"type":"b","data":{"n":2}}"#).status == 0)
+        let deadline = Date().addingTimeInterval(20)
+        while !follower.stdoutSoFar.contains(#""sequence":2"#) && Date() < deadline { usleep(10_000) }
+        #expect(follower.stdoutSoFar.contains(#""sequence":2"#))
+        #expect(!follower.stdoutSoFar.contains(#""sequence":1"#))  // filtered by type
+        follower.kill()
+        _ = try? follower.wait(timeout: 10)
+    }
+
+    @Test func beforeAndKeyFilters() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        let lines = (1...6).map { #"{"type":"t","data":\#($0),"key":"k\#($0)"}"# }.joined(separator: "\n")
+        _ = try ledger("append", path, input: lines)
+        let window = try ledger("events", path, "--after", "1", "--before", "4", "--json").stdout.split(separator: "\n")
+        #expect(try window.map { try jsonObject(String($0))["sequence"] as? Int } == [2, 3])
+        let keyed = try ledger("events", path, "--key", "k5", "--json").stdout.split(separator: "\n")
+        #expect(try keyed.map { try jsonObject(String($0))["sequence"] as? Int } == [5])
+        #expect(try ledger("events", path, "--follow", "--before", "3").status == 2)
+    }
+
+    @Test func consumersDrop() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        _ = try ledger("append", path, input: #"{"type":"t","data":1}"#)
+        _ = try ledger("consume", path, "--name", "old")
+        let drop = try ledger("consumers", "drop", path, "old")
+        #expect(drop.status == 0 && drop.stdout.contains("Dropped consumer 'old'"))
+        #expect(try ledger("consumers", path).stdout.contains("No consumers."))
+        let again = try ledger("consumers", "drop", path, "old")
+        #expect(again.status == 1 && again.stderr.contains("no consumer named 'old'"))
+    }
+}

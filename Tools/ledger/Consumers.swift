@@ -42,7 +42,43 @@ struct Consume: ParsableCommand {
 struct ConsumersCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "consumers",
-        abstract: "List consumers with cursor, lag and lease age.",
+        abstract: "List consumers with cursor, lag and lease age, or drop one.",
+        subcommands: [ListConsumers.self, DropConsumer.self],
+        defaultSubcommand: ListConsumers.self
+    )
+}
+
+struct DropConsumer: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "drop",
+        abstract: "Remove a consumer: it no longer holds compaction back.",
+        discussion: """
+            Example:
+              ledger consumers drop /tmp/inbox old-widget-refresh
+            """
+    )
+
+    @OptionGroup var location: LedgerLocation
+
+    @Argument(help: "The consumer to remove.")
+    var name: String
+
+    func run() throws {
+        let ledger = try openLedger(location, writes: true)
+        let existed: Bool
+        do { existed = try ledger.dropConsumer(named: name) } catch { throw fail(error) }
+        guard existed else {
+            printError("\(location.path): no consumer named '\(name)'")
+            throw ExitCode(ExitStatus.problems)
+        }
+        emit("Dropped consumer '\(name)'.")
+    }
+}
+
+struct ListConsumers: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list",
+        abstract: "List consumers with cursor, lag and lease age (the default).",
         discussion: """
             Example:
               ledger consumers /tmp/inbox --json

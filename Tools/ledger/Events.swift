@@ -2,14 +2,16 @@ import ArgumentParser
 import Foundation
 import InboxLedger
 
-struct Events: ParsableCommand {
+struct Events: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List events, filtered by sequence, type and origin.",
         discussion: """
             --json prints one JSON object per line: sequence, type, origin {role, pid}, timestamp, key, data.
+            --follow keeps printing events as any process appends them, until interrupted.
 
-            Example:
+            Examples:
               ledger events /tmp/inbox --after 100 --type widget.action --json
+              ledger events /tmp/inbox --follow --origin widget
             """
     )
 
@@ -18,8 +20,17 @@ struct Events: ParsableCommand {
     @Option(help: "Only events after this sequence.")
     var after: UInt64 = 0
 
-    @Option(help: "Most events to print.")
+    @Option(help: "Only events before this sequence.")
+    var before: UInt64?
+
+    @Option(help: "Most events to print (without --follow).")
     var limit = 100
+
+    @Option(help: "Only the event with this idempotency key.")
+    var key: String?
+
+    @Flag(help: "Keep printing new events as they are appended, until interrupted.")
+    var follow = false
 
     @Option(help: "Only events of this type.")
     var type: String?
@@ -32,16 +43,29 @@ struct Events: ParsableCommand {
 
     func validate() throws {
         guard limit >= 0 else { throw ValidationError("--limit must not be negative") }
+        if follow && before != nil { throw ValidationError("--follow cannot be combined with --before") }
     }
 
-    func run() throws {
+    func matches(_ event: Event) -> Bool {
+        if let type, event.type != type { return false }
+        if let origin, event.origin.role != origin { return false }
+        if let key, event.key != key { return false }
+        return true
+    }
+
+    func run() async throws {
         let ledger = try openLedger(location, writes: false)
         var printed = 0
         var iterator = ledger.iterator(after: after, pageSize: 1024)
         do {
-            while printed < limit, let event = try iterator.next() {
-                if let type, event.type != type { continue }
-                if let origin, event.origin.role != origin { continue }
+            while follow || printed < limit {
+                guard let event = try iterator.next() else {
+                    if !follow { break }
+                    _ = try await ledger.waitForChange(after: iterator.position)
+                    continue
+                }
+                if let before, event.sequence >= before { break }
+                guard matches(event) else { continue }
                 emit(json ? try EventFormatting.json(EventFormatting.jsonObject(event)) : EventFormatting.line(event, width: 80))
                 printed += 1
             }
