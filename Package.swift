@@ -35,7 +35,7 @@ let package = Package(
         .executableTarget(name: "LedgerTestAgent", dependencies: ["InboxLedger", "LMDB"], path: "Tests/LedgerTestAgent"),
         .target(name: "TestSupport", dependencies: ["InboxLedger"], path: "Tests/TestSupport"),
         .testTarget(name: "LMDBTests", dependencies: ["LMDB", "CLMDB", "TestSupport", "LedgerTestAgent"]),
-        .testTarget(name: "InboxLedgerTests", dependencies: ["InboxLedger", "LMDB", "TestSupport", "LedgerTestAgent"]),
+        .testTarget(name: "InboxLedgerTests", dependencies: ["InboxLedger", "LMDB", "TestSupport", "LedgerTestAgent", "ledger"]),
         .testTarget(name: "LedgerCLITests", dependencies: ["TestSupport", "ledger"]),
         // package-benchmark suite: `swift package benchmark`.
         .executableTarget(

@@ -3,11 +3,16 @@ import Testing
 import TestSupport
 @testable import InboxLedger
 
-/// The seeds' whole scenario across real processes: the host app syncing, two widgets reading
-/// and recording actions, a notification extension adjusting the badge, and the host's consumer
-/// completing actions.
+/// The seeds' whole scenario across real processes (the roles `ledger simulate` plays): the host
+/// app syncing, two widgets reading and recording actions, a notification extension adjusting the
+/// badge, and the host's consumer completing actions.
 @Suite(.serialized) struct ScenarioTests {
     let agent = Processes.product("LedgerTestAgent")
+    let ledgerTool = Processes.product("ledger")
+
+    func role(_ name: String, _ path: String, _ extra: [String]) throws -> RunningProcess {
+        try Processes.start(ledgerTool, ["_role", name, path] + extra)
+    }
 
     func checkFinalState(_ path: String) throws {
         let ledger = try Ledger(path: path)
@@ -41,10 +46,12 @@ import TestSupport
 
     func startWriters(_ path: String) throws -> [RunningProcess] {
         [
-            try Processes.start(agent, ["scenario-app", path, "150", "11"]),
-            try Processes.start(agent, ["scenario-widget", path, "120", "12", "widget-a"]),
-            try Processes.start(agent, ["scenario-widget", path, "120", "13", "widget-b"]),
-            try Processes.start(agent, ["scenario-notify", path, "100", "14"]),
+            try role("app", path, ["--count", "150", "--seed", "11"]),
+            try role("widget", path, ["--count", "120", "--seed", "12", "--name", "widget-a"]),
+            try role("widget", path, ["--count", "120", "--seed", "13", "--name", "widget-b"]),
+            try role("notification-service", path, ["--count", "100", "--seed", "14"]),
+            // Checks, while all this happens, that every list it reads is consistent.
+            try Processes.start(agent, ["widget-reader", path, "2"]),
         ]
     }
 
@@ -53,12 +60,12 @@ import TestSupport
         let path = dir.child("ledger")
         let ledger = try Ledger(path: path)
         _ = try ledger.consumer(named: "host-app")
-        let host = try Processes.start(agent, ["scenario-host", path, "host-app", "0"])
+        let host = try role("host", path, [])
         for p in try startWriters(path) {
             let out = try p.wait(timeout: 300)
             #expect(out.status == 0, "\(out.stderr)")
         }
-        try ledger.append(NewEvent(type: "scenario.end", payload: Array("{}".utf8)))
+        try ledger.append(NewEvent(type: "simulate.end", payload: Array("{}".utf8)))
         let hostOut = try host.wait(timeout: 300)
         #expect(hostOut.status == 0, "\(hostOut.stderr)")
         try checkFinalState(path)
@@ -75,7 +82,7 @@ import TestSupport
         // Kill the host at random instants (mostly while it "works" between read and commit),
         // restarting it each time, while the writers run.
         while (writers.contains(where: { $0.process.isRunning }) || kills < 8) && kills < 20 {
-            let host = try Processes.start(agent, ["scenario-host", path, "host-app", "3000"])
+            let host = try role("host", path, ["--pause-micros", "3000"])
             usleep(UInt32.random(in: 20_000...150_000, using: &rng))
             host.kill()
             let out = try host.wait(timeout: 30)
@@ -87,8 +94,8 @@ import TestSupport
             #expect(out.status == 0, "\(out.stderr)")
         }
         #expect(kills > 0)
-        try ledger.append(NewEvent(type: "scenario.end", payload: Array("{}".utf8)))
-        let last = try Processes.run(agent, ["scenario-host", path, "host-app", "0"], timeout: 300)
+        try ledger.append(NewEvent(type: "simulate.end", payload: Array("{}".utf8)))
+        let last = try Processes.run(ledgerTool, ["_role", "host", path], timeout: 300)
         #expect(last.status == 0, "\(last.stderr)")
         try checkFinalState(path)
     }

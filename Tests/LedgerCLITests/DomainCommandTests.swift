@@ -243,3 +243,20 @@ let scenarioLines = """
         #expect(again.status == 1 && again.stderr.contains("no consumer named 'old'"))
     }
 }
+
+@Suite struct SimulateCommandTests {
+    @Test func simulateEndsWithAHealthyLedger() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("sim")
+        let out = try Processes.run(ledgerBinary, ["simulate", path, "--duration", "3", "--seed", "7"], timeout: 180)
+        #expect(out.status == 0, "\(out.stdout) \(out.stderr)")
+        #expect(out.stdout.contains("time      head   events/s"))
+        #expect(out.stdout.contains("pending actions after the host drained its queue: 0"))
+        #expect(out.stdout.contains("verify: OK"))
+        let inspect = try jsonObject(try ledger("inspect", path, "--json").stdout)
+        let origins = inspect["countsByOrigin"] as? [String: Int] ?? [:]
+        #expect(Set(origins.keys).isSuperset(of: ["app", "widget", "notification-service"]))
+        #expect(try ledger("verify", path).status == 0)
+        #expect(try ledger("simulate", path, "--duration", "0").status == 2)
+    }
+}

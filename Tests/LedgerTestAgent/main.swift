@@ -151,95 +151,6 @@ func appendKey(dir: String, key: String, data: String) {
     }
 }
 
-// MARK: - The seeds' scenario, one process per role
-
-/// The host app: syncs the inbox from a generated server feed over a pool of 20 messages.
-func scenarioApp(dir: String, syncs: Int, seed: UInt64) {
-    let ledger = openLedger(dir, role: "app", durability: "none")
-    var rng = Generator(state: seed)
-    for i in 0..<syncs {
-        let count = Int.random(in: 1...6, using: &rng)
-        let messages = (0..<count).map { _ -> InboxMessage in
-            let n = Int.random(in: 0..<20, using: &rng)
-            return InboxMessage(id: "m\(n)", title: "Message \(n) v\(Int.random(in: 0..<3, using: &rng))",
-                                subheading: "From the server", iconURL: "https://cdn.example.com/\(n).png",
-                                sentAt: Timestamp(micros: 1_790_000_000_000_000 + Int64(n) * 60_000_000),
-                                read: Bool.random(using: &rng) ? Bool.random(using: &rng) : nil)
-        }
-        var unique: [String: InboxMessage] = [:]
-        for m in messages { unique[m.id] = m }
-        let sync = InboxSync(mode: i % 10 == 9 ? .full : .delta, messages: unique.values.sorted { $0.id < $1.id })
-        do { try ledger.append(.inboxSynced(sync), key: "sync-\(seed)-\(i)") } catch { die("app: \(error)") }
-        usleep(500)
-    }
-    say("app done")
-}
-
-/// A widget: reads the list as a widget would, checks it is consistent, records actions.
-func scenarioWidget(dir: String, actions: Int, seed: UInt64, name: String) {
-    let ledger = openLedger(dir, role: "widget", durability: "none")
-    var rng = Generator(state: seed)
-    for i in 0..<actions {
-        do {
-            let list = try ledger.widgetList(limit: 1000)
-            let unreadRows = list.items.filter { !$0.read }.count
-            if unreadRows != list.unreadCount { die("\(name): inconsistent read: \(unreadRows) unread rows, unreadCount \(list.unreadCount)") }
-            let target = list.items.isEmpty ? "m0" : list.items[Int.random(in: 0..<list.items.count, using: &rng)].id
-            let kind: WidgetAction.Kind = [.markRead, .markTaskDone, .openMessage][Int.random(in: 0..<3, using: &rng)]
-            try ledger.append(.widgetAction(WidgetAction(actionID: "\(name)-\(i)", kind: kind, target: kind == .markTaskDone ? "task-\(i)" : target)))
-            if Int.random(in: 0..<4, using: &rng) == 0 {
-                try ledger.append(.messageRead(ReadChange(ids: [target], read: Bool.random(using: &rng))))
-            }
-        } catch {
-            die("\(name): \(error)")
-        }
-        usleep(500)
-    }
-    say("\(name) done")
-}
-
-/// The notification service extension: badge deltas as pushes arrive.
-func scenarioNotify(dir: String, count: Int, seed: UInt64) {
-    let ledger = openLedger(dir, role: "notification-service", durability: "none")
-    var rng = Generator(state: seed)
-    for i in 0..<count {
-        let adjustment: BadgeAdjustment = i % 25 == 24 ? .set(Int64.random(in: 0...5, using: &rng)) : .delta(Int64.random(in: -1...2, using: &rng))
-        do { try ledger.append(.badgeAdjusted(adjustment), key: "push-\(seed)-\(i)") } catch { die("notify: \(error)") }
-        usleep(500)
-    }
-    say("notify done")
-}
-
-/// The host app's consumer: completes every widget action, committing its cursor atomically
-/// with the completions; exits after consuming a `scenario.end` event.
-func scenarioHost(dir: String, name: String, pauseMicros: UInt32) async {
-    let ledger = openLedger(dir, role: "app", durability: "none")
-    do {
-        let consumer = try ledger.consumer(named: name)
-        while true {
-            let batch = try consumer.next(limit: 20)
-            if batch.events.isEmpty {
-                _ = try await ledger.waitForChange(after: batch.after)
-                continue
-            }
-            var completions: [NewEvent] = []
-            var finished = false
-            for event in batch.events {
-                if event.type == DomainEvent.widgetActionType, case .widgetAction(let action) = try DomainEvent.decode(type: event.type, payload: event.payload) {
-                    completions.append(try DomainEvent.actionCompleted(ActionCompletion(actionID: action.actionID, outcome: .done)).newEvent())
-                }
-                if event.type == "scenario.end" { finished = true }
-            }
-            if pauseMicros > 0 { usleep(pauseMicros) }  // "doing the work": the window for a kill
-            try consumer.commit(batch, appending: completions)
-            if finished { break }
-        }
-    } catch {
-        die("host: \(error)")
-    }
-    say("host done")
-}
-
 /// Waits for the head to pass AFTER; prints "woke HEAD LATENCY_MICROS".
 func waitChange(dir: String, after: UInt64) async {
     var options = LedgerOptions(role: "watcher")
@@ -399,14 +310,6 @@ case "consume-check":  // consume-check DIR NAME EXPECTED TIMEOUT
     consumeCheck(dir: arg(2), name: arg(3), expected: UInt64(int(4)), timeout: Double(int(5)))
 case "widget-reader":  // widget-reader DIR SECONDS
     widgetReader(dir: arg(2), seconds: Double(int(3)))
-case "scenario-app":  // scenario-app DIR SYNCS SEED
-    scenarioApp(dir: arg(2), syncs: int(3), seed: UInt64(int(4)))
-case "scenario-widget":  // scenario-widget DIR ACTIONS SEED NAME
-    scenarioWidget(dir: arg(2), actions: int(3), seed: UInt64(int(4)), name: arg(5))
-case "scenario-notify":  // scenario-notify DIR COUNT SEED
-    scenarioNotify(dir: arg(2), count: int(3), seed: UInt64(int(4)))
-case "scenario-host":  // scenario-host DIR NAME PAUSE_MICROS
-    await scenarioHost(dir: arg(2), name: arg(3), pauseMicros: UInt32(int(4)))
 case "wait-change":  // wait-change DIR AFTER
     await waitChange(dir: arg(2), after: UInt64(int(3)))
 default:

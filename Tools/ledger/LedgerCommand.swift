@@ -12,7 +12,7 @@ struct LedgerCommand: AsyncParsableCommand {
             events to. Exit codes: 0 ok, 1 invalid input or problems found, 2 usage,
             3 cannot open the ledger, 4 storage failure.
             """,
-        subcommands: [Inspect.self, Append.self, Events.self, Widget.self, Consume.self, ConsumersCommand.self, Compact.self, Verify.self]
+        subcommands: [Inspect.self, Append.self, Events.self, Widget.self, Consume.self, ConsumersCommand.self, Compact.self, Verify.self, Simulate.self, SimulateRole.self]
     )
 
     /// Parses and runs, mapping ArgumentParser's usage failures to the documented exit code 2.
