@@ -29,6 +29,9 @@ public struct LedgerStatistics: Sendable, Hashable {
     public var maxReaders: Int
     /// Reader slots currently held (by live or dead processes), with their pids.
     public var readers: [Reader]
+    /// Pages used by the log and by all tables together (branch, leaf, overflow).
+    public var logPages: Int
+    public var totalPages: Int
     /// Snapshots, oldest first.
     public var snapshots: [SnapshotInfo]
     /// The last compaction that finished.
@@ -49,7 +52,35 @@ public struct LedgerStatistics: Sendable, Hashable {
         public var pid: Int32
         /// LMDB transaction the reader is on, if it is reading now.
         public var transactionID: Int?
+        /// Whether the process still exists (a dead one's slot is stale).
+        public var isAlive: Bool
     }
+
+    /// How many transactions the oldest active reader is behind (it pins pages that older
+    /// versions used), or nil if nobody is reading.
+    public var oldestReaderLag: Int? {
+        readers.compactMap(\.transactionID).min().map { max(0, lastTransactionID - $0) }
+    }
+
+    /// Things an operator should look at.
+    public var warnings: [String] {
+        var w: [String] = []
+        let stale = readers.filter { !$0.isAlive }.map(\.pid)
+        if !stale.isEmpty { w.append("stale reader slots of dead processes \(stale.map(String.init).joined(separator: ", ")) (cleared at the next open or write)") }
+        if mapBytes > 0, Double(usedBytes) / Double(mapBytes) > 0.8 { w.append("the map is over 80 % full (it grows on demand up to maxMapSize)") }
+        if let lag = oldestReaderLag, lag > 1000 { w.append("a reader is \(lag) transactions behind: it keeps old pages from being reused") }
+        for c in consumers where c.cursor + 1 < firstSequence {
+            w.append("consumer '\(c.name)' is behind the log (at \(c.cursor), log starts at \(firstSequence)): it must rebase")
+        }
+        if let slowest = consumers.min(by: { $0.cursor < $1.cursor }), headSequence > slowest.cursor, headSequence - slowest.cursor > 100_000 {
+            w.append("consumer '\(slowest.name)' lags \(headSequence - slowest.cursor) events and holds compaction back")
+        }
+        return w
+    }
+
+    /// The last built-in event the projections applied (they are updated inline, in the
+    /// append's transaction: never behind; `verify` compares them with a rebuild).
+    public var projectionsAppliedThrough: UInt64
 }
 
 extension Ledger {
@@ -89,14 +120,17 @@ extension Ledger {
                 fileBytes: info.fileSize, mapBytes: info.mapSize, usedBytes: info.usedBytes,
                 pageSize: info.pageSize, lastTransactionID: info.lastTransactionID,
                 maxReaders: info.maxReaders,
-                readers: readers.map { LedgerStatistics.Reader(pid: $0.pid, transactionID: $0.transactionID) },
+                readers: readers.map { LedgerStatistics.Reader(pid: $0.pid, transactionID: $0.transactionID, isAlive: processIsAlive($0.pid)) },
+                logPages: try txn.statistics(schema.events).totalPages,
+                totalPages: info.lastPageNumber + 1,
                 snapshots: try snapshotHeaders(in: txn),
                 lastCompaction: try txn.get(schema.meta, key: Schema.MetaKey.lastCompaction).flatMap(CompactionRecord.decode).map {
                     LedgerStatistics.CompactionSummary(
                         finishedAt: Timestamp(micros: $0.at), snapshotSequence: $0.snapshot, trimmedThrough: $0.trimmedThrough,
                         eventsTrimmed: Int($0.eventsTrimmed), seconds: Double($0.micros) / 1_000_000)
                 },
-                consumers: try consumers(in: txn))
+                consumers: try consumers(in: txn),
+                projectionsAppliedThrough: try ProjectionState.load(from: schema.store(txn)).appliedThrough)
         }
     }
 

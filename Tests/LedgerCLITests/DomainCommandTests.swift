@@ -260,3 +260,50 @@ let scenarioLines = """
         #expect(try ledger("simulate", path, "--duration", "0").status == 2)
     }
 }
+
+@Suite struct CLIExperienceTests {
+    @Test func everySubcommandHasHelpWithAnExample() throws {
+        for sub in [["inspect"], ["append"], ["events"], ["widget"], ["consume"], ["consumers", "list"], ["consumers", "drop"],
+                    ["compact"], ["verify"], ["simulate"]] {
+            let out = try Processes.run(ledgerBinary, sub + ["--help"])
+            #expect(out.status == 0, "\(sub)")
+            #expect(out.stdout.contains("Example"), "\(sub): \(out.stdout)")
+        }
+        // The hidden role command stays out of the overview.
+        #expect(!(try ledger("--help").stdout.contains("_role")))
+    }
+
+    @Test func readOnlyEverywhereAndNoColourWhenPiped() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        _ = try ledger("append", path, input: scenarioLines)
+        for sub in [["inspect"], ["events"], ["widget"], ["verify"], ["consumers"], ["compact", "--dry-run"]] {
+            let out = try Processes.run(ledgerBinary, [sub[0], path, "--read-only"] + sub.dropFirst())
+            #expect(out.status == 0, "\(sub): \(out.stderr)")
+            #expect(!out.stdout.contains("\u{1B}["), "\(sub) printed colour codes into a pipe")
+        }
+        #expect(try ledger("append", path, "--read-only", input: "").status == 2)
+    }
+
+    @Test func inspectReportsHealthAndWarnings() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        let lines = (0..<300).map { _ in #"{"type":"badge.adjusted","data":{"delta":1}}"# }.joined(separator: "\n")
+        _ = try ledger("append", path, "--batch", "100", input: lines)
+        _ = try ledger("consume", path, "--name", "sleepy", "--limit", "10")
+        // The consumer's lease expires; compaction trims past it.
+        _ = try ledger("compact", path, "--retained-tail", "5", "--consumer-lease", "0")
+        let object = try jsonObject(try ledger("inspect", path, "--json").stdout)
+        for field in ["staleReaders", "logPages", "totalPages", "lastTransactionID", "projectionsAppliedThrough", "warnings"] {
+            #expect(object[field] != nil, "missing \(field)")
+        }
+        let warnings = object["warnings"] as? [String] ?? []
+        #expect(warnings.contains { $0.contains("consumer 'sleepy' is behind the log") }, "\(warnings)")
+        let human = try ledger("inspect", path)
+        #expect(human.stdout.contains("warning    consumer 'sleepy' is behind the log"))
+        for line in human.stdout.split(separator: "\n") where !line.hasPrefix("Ledger ") { #expect(line.count <= 80, "\(line)") }
+        let healthy = TemporaryDirectory()
+        _ = try ledger("append", healthy.child("l"), input: scenarioLines)
+        #expect(try ledger("inspect", healthy.child("l")).stdout.contains("health     no warnings"))
+    }
+}

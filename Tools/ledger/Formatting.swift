@@ -1,6 +1,16 @@
 import Foundation
 import InboxLedger
 
+/// ANSI colour, only when stdout is a terminal and NO_COLOR is not set (https://no-color.org).
+enum Style {
+    static let enabled: Bool = isatty(STDOUT_FILENO) == 1 && ProcessInfo.processInfo.environment["NO_COLOR"] == nil
+
+    static func paint(_ text: String, _ code: String) -> String { enabled ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text }
+    static func good(_ text: String) -> String { paint(text, "32") }
+    static func warn(_ text: String) -> String { paint(text, "33") }
+    static func bad(_ text: String) -> String { paint(text, "31;1") }
+}
+
 enum Units {
     /// `12.3 MiB`.
     static func bytes(_ n: Int) -> String {
@@ -23,11 +33,40 @@ enum Units {
         return String(format: "%.1f h", seconds / 3600)
     }
 
-    /// `app 120 · widget 40`, largest first.
-    static func list(_ counts: [String: UInt64]) -> String {
-        if counts.isEmpty { return "–" }
-        return counts.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
-            .map { "\($0.key) \($0.value)" }.joined(separator: " · ")
+    /// `text` after `label`, wrapped at spaces to 80 columns, continuation lines indented under it.
+    static func wrap(_ label: String, _ text: String, styledLabel: String? = nil) -> [String] {
+        var lines: [String] = []
+        var line = ""
+        for word in text.split(separator: " ") {
+            if !line.isEmpty, label.count + line.count + 1 + word.count > 80 {
+                lines.append(line)
+                line = String(word)
+            } else {
+                line += line.isEmpty ? String(word) : " " + word
+            }
+        }
+        lines.append(line)
+        let indent = String(repeating: " ", count: label.count)
+        return lines.enumerated().map { i, l in (i == 0 ? (styledLabel ?? label) : indent) + l }
+    }
+
+    /// `label app 120 · widget 40`, largest first, wrapped to 80 columns under the label.
+    static func list(_ label: String, _ counts: [String: UInt64]) -> [String] {
+        let items = counts.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.map { "\($0.key) \($0.value)" }
+        if items.isEmpty { return [label + "–"] }
+        var lines: [String] = []
+        var line = label
+        for item in items {
+            let piece = line.count == label.count ? item : " · " + item
+            if line.count + piece.count > 80, line.count > label.count {
+                lines.append(line)
+                line = String(repeating: " ", count: label.count) + item
+            } else {
+                line += piece
+            }
+        }
+        lines.append(line.count <= 80 ? line : String(line.prefix(79)) + "…")
+        return lines
     }
 }
 

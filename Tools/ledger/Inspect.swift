@@ -27,8 +27,10 @@ struct Inspect: ParsableCommand {
         let ledger = try openLedger(location, writes: false)
         let stats: LedgerStatistics
         let recent: [Event]
+        let widget: WidgetList
         do {
             stats = try ledger.statistics()
+            widget = try ledger.widgetList(limit: 3)
             let from = stats.headSequence > UInt64(max(0, last)) ? stats.headSequence - UInt64(max(0, last)) : 0
             recent = try ledger.events(after: from, limit: max(0, last))
         } catch {
@@ -37,7 +39,7 @@ struct Inspect: ParsableCommand {
         if json {
             emit(try jsonText(stats, recent: recent))
         } else {
-            emit(humanText(stats, recent: recent, path: ledger.path))
+            emit(humanText(stats, recent: recent, widget: widget, path: ledger.path))
         }
     }
 
@@ -57,7 +59,14 @@ struct Inspect: ParsableCommand {
             "usedBytes": s.usedBytes,
             "pageSize": s.pageSize,
             "maxReaders": s.maxReaders,
-            "readers": s.readers.map { ["pid": Int($0.pid), "transactionID": $0.transactionID as Any? ?? NSNull()] as [String: Any] },
+            "readers": s.readers.map { ["pid": Int($0.pid), "transactionID": $0.transactionID as Any? ?? NSNull(), "alive": $0.isAlive] as [String: Any] },
+            "staleReaders": s.readers.filter { !$0.isAlive }.count,
+            "oldestReaderLag": s.oldestReaderLag as Any? ?? NSNull(),
+            "logPages": s.logPages,
+            "totalPages": s.totalPages,
+            "lastTransactionID": s.lastTransactionID,
+            "projectionsAppliedThrough": s.projectionsAppliedThrough,
+            "warnings": s.warnings,
             "lastEvents": recent.map(EventFormatting.jsonObject),
             "snapshots": s.snapshots.map { ["sequence": $0.sequence, "createdAt": $0.createdAt.iso8601, "rows": $0.rows, "bytes": $0.bytes] as [String: Any] },
             "lastCompaction": s.lastCompaction.map {
@@ -69,18 +78,21 @@ struct Inspect: ParsableCommand {
         return try EventFormatting.json(object)
     }
 
-    func humanText(_ s: LedgerStatistics, recent: [Event], path: String) -> String {
+    func humanText(_ s: LedgerStatistics, recent: [Event], widget: WidgetList, path: String) -> String {
         var lines: [String] = []
         lines.append("Ledger \(path)")
         lines.append("  id         \(s.metadata.ledgerID)")
         lines.append("  format     \(s.metadata.formatVersion), created \(Timestamp(micros: s.metadata.createdAtMicros).iso8601)")
         lines.append("  events     \(s.eventCount) (sequences \(s.firstSequence)–\(s.headSequence)), \(s.idempotencyKeys) idempotency keys")
-        lines.append("  by type    " + Units.list(s.countsByType))
-        lines.append("  by origin  " + Units.list(s.countsByOrigin))
+        lines += Units.list("  by type    ", s.countsByType)
+        lines += Units.list("  by origin  ", s.countsByOrigin)
         let percent = s.mapBytes > 0 ? Double(s.usedBytes) * 100 / Double(s.mapBytes) : 0
         lines.append("  storage    data.mdb \(Units.bytes(s.fileBytes)), map \(Units.bytes(s.mapBytes)) (\(String(format: "%.0f", percent)) % used), page \(Units.bytes(s.pageSize))")
+        lines.append("             \(s.totalPages) pages in use (log \(s.logPages)), last transaction \(s.lastTransactionID)")
         let active = s.readers.filter { $0.transactionID != nil }.count
-        lines.append("  readers    \(s.readers.count) of \(s.maxReaders) slots held, \(active) reading now")
+        let stale = s.readers.filter { !$0.isAlive }.count
+        lines.append("  readers    \(s.readers.count) of \(s.maxReaders) slots held, \(active) reading now, \(stale) stale"
+            + (s.oldestReaderLag.map { ", oldest \($0) txns behind" } ?? ""))
         if !s.consumers.isEmpty {
             let now = Timestamp.now.micros
             lines.append("  consumers")
@@ -95,11 +107,24 @@ struct Inspect: ParsableCommand {
         if !s.snapshots.isEmpty {
             lines.append("  snapshots  " + s.snapshots.map { "at \($0.sequence) (\($0.rows) rows)" }.joined(separator: " · "))
         }
+        if !widget.items.isEmpty || widget.badge > 0 || widget.pendingActions > 0 {
+            lines.append("  widget     badge \(widget.badge) · \(widget.unreadCount) unread · \(widget.pendingActions) pending actions")
+            for item in widget.items {
+                let row = "    \(item.read ? " " : "•") \(item.title)"
+                lines.append(row.count <= 80 ? row : String(row.prefix(79)) + "…")
+            }
+        }
         if !recent.isEmpty {
             lines.append("  last \(recent.count) events")
             for event in recent.reversed() {
                 lines.append("    " + EventFormatting.line(event, width: 74))
             }
+        }
+        let warnings = s.warnings
+        if warnings.isEmpty {
+            lines.append(Style.good("  health     no warnings"))
+        } else {
+            for w in warnings { lines += Units.wrap("  warning    ", w, styledLabel: Style.warn("  warning    ")) }
         }
         return lines.joined(separator: "\n")
     }

@@ -31,10 +31,10 @@ struct Verify: ParsableCommand {
                 "findings": report.findings.map(\.description), "warnings": report.warnings.map(\.description),
             ] as [String: Any]))
         } else {
-            var lines = [report.isHealthy ? "OK: \(location.path) is healthy" : "DAMAGED: \(location.path)"]
+            var lines = [report.isHealthy ? Style.good("OK: \(location.path) is healthy") : Style.bad("DAMAGED: \(location.path)")]
             lines.append("  \(report.eventsChecked) records checked (sequences \(report.firstSequence)–\(report.headSequence)), \(report.snapshotsChecked) snapshots")
-            for f in report.findings { lines.append("  problem: \(f)") }
-            for w in report.warnings { lines.append("  warning: \(w)") }
+            for f in report.findings { lines.append(Style.bad("  problem: ") + f.description) }
+            for w in report.warnings { lines.append(Style.warn("  warning: ") + w.description) }
             emit(lines.joined(separator: "\n"))
         }
         if !report.isHealthy { throw ExitCode(ExitStatus.problems) }
