@@ -32,7 +32,7 @@ let package = Package(
             path: "Tools/ledger"
         ),
         // A helper the tests spawn as real writer / reader / crash-victim processes.
-        .executableTarget(name: "LedgerTestAgent", dependencies: ["InboxLedger", "LMDB"], path: "Tests/LedgerTestAgent"),
+        .executableTarget(name: "LedgerTestAgent", dependencies: ["InboxLedger", "LMDB", "TestSupport"], path: "Tests/LedgerTestAgent"),
         .target(name: "TestSupport", dependencies: ["InboxLedger"], path: "Tests/TestSupport"),
         .testTarget(name: "LMDBTests", dependencies: ["LMDB", "CLMDB", "TestSupport", "LedgerTestAgent"]),
         .testTarget(name: "InboxLedgerTests", dependencies: ["InboxLedger", "LMDB", "TestSupport", "LedgerTestAgent", "ledger"]),

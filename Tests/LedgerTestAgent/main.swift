@@ -3,6 +3,7 @@
 import Foundation
 @_spi(Testing) import InboxLedger
 import LMDB
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -34,17 +35,6 @@ final class AckLog {
     }
 }
 
-struct Generator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 func openLedger(_ dir: String, role: String, durability: String = "durable") -> Ledger {
     var options = LedgerOptions(role: role)
     options.durability = LedgerDurability(rawValue: durability) ?? .durable
@@ -56,7 +46,7 @@ func openLedger(_ dir: String, role: String, durability: String = "durable") -> 
 func writer(dir: String, role: String, count: Int, seed: UInt64, ackPath: String, maxBatch: Int, durability: String) {
     let ledger = openLedger(dir, role: role, durability: durability)
     let ack = AckLog(ackPath)
-    var rng = Generator(state: seed)
+    var rng = SeededGenerator(seed: seed)
     var written = 0
     var batchNo = 0
     while count < 0 || written < count {
