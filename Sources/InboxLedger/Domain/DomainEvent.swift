@@ -1,7 +1,7 @@
 import Foundation
 
 /// A message as the server lists it, carried by ``InboxSync``.
-public struct InboxMessage: Hashable, Sendable, Codable {
+public struct InboxMessage: Hashable, Sendable, Encodable {
     public var id: String
     public var title: String
     public var subheading: String?
@@ -26,18 +26,6 @@ public struct InboxMessage: Hashable, Sendable, Codable {
 
     enum CodingKeys: String, CodingKey { case id, title, subheading, iconURL, sentAt, expiresAt, read, extras }
 
-    public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        id = try c.decodeIdentifier(.id)
-        title = try c.decode(String.self, forKey: .title)
-        subheading = try c.decodeIfPresent(String.self, forKey: .subheading)
-        iconURL = try c.decodeIfPresent(String.self, forKey: .iconURL)
-        sentAt = try c.decodeDate(.sentAt)
-        expiresAt = try c.decodeDateIfPresent(.expiresAt)
-        read = try c.decodeIfPresent(Bool.self, forKey: .read)
-        extras = try c.decodeIfPresent([String: String].self, forKey: .extras)
-    }
-
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(id, forKey: .id)
@@ -52,7 +40,7 @@ public struct InboxMessage: Hashable, Sendable, Codable {
 }
 
 /// `inbox.synced`: the host app's view of the server inbox after a fetch.
-public struct InboxSync: Hashable, Sendable, Codable {
+public struct InboxSync: Hashable, Sendable, Encodable {
     public enum Mode: String, Hashable, Sendable, Codable {
         /// Authoritative: messages missing from the list are removed.
         case full
@@ -72,29 +60,6 @@ public struct InboxSync: Hashable, Sendable, Codable {
 
     enum CodingKeys: String, CodingKey { case mode, messages, removed }
 
-    public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        mode = try c.decode(Mode.self, forKey: .mode)
-        messages = try c.decode([InboxMessage].self, forKey: .messages)
-        removed = try c.decodeIfPresent([String].self, forKey: .removed) ?? []
-        var seen = Set<String>()
-        for (i, m) in messages.enumerated() where !seen.insert(m.id).inserted {
-            throw DecodingError.dataCorrupted(.init(
-                codingPath: c.codingPath + [CodingKeys.messages, IndexKey(i), InboxMessage.CodingKeys.id],
-                debugDescription: "duplicate id \"\(m.id)\" in one message list"))
-        }
-        for (i, id) in removed.enumerated() {
-            if id.isEmpty || id.utf8.count > DomainLimits.maxIdentifierBytes {
-                throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.removed, IndexKey(i)],
-                    debugDescription: "must be 1–\(DomainLimits.maxIdentifierBytes) bytes"))
-            }
-            if seen.contains(id) {
-                throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.removed, IndexKey(i)],
-                    debugDescription: "\"\(id)\" is also listed in messages"))
-            }
-        }
-    }
-
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(mode, forKey: .mode)
@@ -104,7 +69,7 @@ public struct InboxSync: Hashable, Sendable, Codable {
 }
 
 /// `message.read`: read state changed locally (widget, app).
-public struct ReadChange: Hashable, Sendable, Codable {
+public struct ReadChange: Hashable, Sendable, Encodable {
     public var ids: [String]
     public var read: Bool
 
@@ -115,22 +80,10 @@ public struct ReadChange: Hashable, Sendable, Codable {
 
     enum CodingKeys: String, CodingKey { case ids, read }
 
-    public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        ids = try c.decode([String].self, forKey: .ids)
-        read = try c.decode(Bool.self, forKey: .read)
-        guard !ids.isEmpty else {
-            throw DecodingError.dataCorruptedError(forKey: .ids, in: c, debugDescription: "must list at least one id")
-        }
-        for (i, id) in ids.enumerated() where id.isEmpty || id.utf8.count > DomainLimits.maxIdentifierBytes {
-            throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.ids, IndexKey(i)],
-                debugDescription: "must be 1–\(DomainLimits.maxIdentifierBytes) bytes"))
-        }
-    }
 }
 
 /// `widget.action`: an action tapped in a widget, for the host app to carry out.
-public struct WidgetAction: Hashable, Sendable, Codable {
+public struct WidgetAction: Hashable, Sendable, Encodable {
     public enum Kind: String, Hashable, Sendable, Codable, CaseIterable {
         /// Marks `target` read at once (the widget and badge are right before the host runs).
         case markRead
@@ -157,24 +110,10 @@ public struct WidgetAction: Hashable, Sendable, Codable {
 
     enum CodingKeys: String, CodingKey { case actionID, kind, target, name, payload }
 
-    public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        actionID = try c.decodeIdentifier(.actionID)
-        kind = try c.decode(Kind.self, forKey: .kind)
-        target = try c.decodeIfPresent(String.self, forKey: .target)
-        name = try c.decodeIfPresent(String.self, forKey: .name)
-        payload = try c.decodeIfPresent(JSONValue.self, forKey: .payload)
-        if kind == .markRead || kind == .openMessage, target?.isEmpty ?? true {
-            throw DecodingError.dataCorruptedError(forKey: .target, in: c, debugDescription: "required for kind \(kind.rawValue)")
-        }
-        if kind == .custom, name?.isEmpty ?? true {
-            throw DecodingError.dataCorruptedError(forKey: .name, in: c, debugDescription: "required for kind custom")
-        }
-    }
 }
 
 /// `action.completed`: the host app acknowledges an action it carried out.
-public struct ActionCompletion: Hashable, Sendable, Codable {
+public struct ActionCompletion: Hashable, Sendable, Encodable {
     public enum Outcome: String, Hashable, Sendable, Codable, CaseIterable {
         case done, failed, discarded
     }
@@ -191,42 +130,14 @@ public struct ActionCompletion: Hashable, Sendable, Codable {
 
     enum CodingKeys: String, CodingKey { case actionID, outcome, reason }
 
-    public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        actionID = try c.decodeIdentifier(.actionID)
-        outcome = try c.decode(Outcome.self, forKey: .outcome)
-        reason = try c.decodeIfPresent(String.self, forKey: .reason)
-    }
 }
 
 /// `badge.adjusted`: `{"delta": n}` or `{"set": n}`.
-public enum BadgeAdjustment: Hashable, Sendable, Codable {
+public enum BadgeAdjustment: Hashable, Sendable, Encodable {
     case delta(Int64)
     case set(Int64)
 
     enum CodingKeys: String, CodingKey { case delta, set }
-
-    public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        let delta = try c.decodeSmallInteger(.delta)
-        let set = try c.decodeSmallInteger(.set)
-        switch (delta, set) {
-        case (let d?, nil):
-            guard abs(d) <= DomainLimits.maxBadge else {
-                throw DecodingError.dataCorruptedError(forKey: .delta, in: c, debugDescription: "must be within ±\(DomainLimits.maxBadge)")
-            }
-            self = .delta(d)
-        case (nil, let s?):
-            guard (0...DomainLimits.maxBadge).contains(s) else {
-                throw DecodingError.dataCorruptedError(forKey: .set, in: c, debugDescription: "must be 0…\(DomainLimits.maxBadge)")
-            }
-            self = .set(s)
-        case (nil, nil):
-            throw DecodingError.keyNotFound(CodingKeys.delta, .init(codingPath: c.codingPath, debugDescription: "needs \"delta\" or \"set\""))
-        case (_?, _?):
-            throw DecodingError.dataCorruptedError(forKey: .set, in: c, debugDescription: "give either delta or set, not both")
-        }
-    }
 
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
@@ -304,103 +215,22 @@ public enum DomainEvent: Hashable, Sendable {
     /// Decodes and validates a payload of `type`; custom types are returned as they are.
     /// `index` names the event in errors.
     public static func decode(type: String, payload: [UInt8], index: Int = 0) throws(LedgerError) -> DomainEvent {
-        let decoder = JSONDecoder()
-        let data = Data(payload)
+        guard builtInTypes.contains(type) else { return .custom(type: type, payload: payload) }
+        let root: JSONValue
+        do { root = try JSONParser.parse(payload) } catch {
+            throw .invalidEvent(index: index, field: "data", reason: "malformed JSON")
+        }
         do {
+            let data = try JSONFields(root, path: "data")
             switch type {
-            case inboxSyncedType: return .inboxSynced(try decoder.decode(InboxSync.self, from: data))
-            case messageReadType: return .messageRead(try decoder.decode(ReadChange.self, from: data))
-            case widgetActionType: return .widgetAction(try decoder.decode(WidgetAction.self, from: data))
-            case actionCompletedType: return .actionCompleted(try decoder.decode(ActionCompletion.self, from: data))
-            case badgeAdjustedType: return .badgeAdjusted(try decoder.decode(BadgeAdjustment.self, from: data))
-            default: return .custom(type: type, payload: payload)
+            case inboxSyncedType: return .inboxSynced(try InboxSync(data))
+            case messageReadType: return .messageRead(try ReadChange(data))
+            case widgetActionType: return .widgetAction(try WidgetAction(data))
+            case actionCompletedType: return .actionCompleted(try ActionCompletion(data))
+            default: return .badgeAdjusted(try BadgeAdjustment(data))
             }
-        } catch let error as DecodingError {
-            let (field, reason) = describe(error)
-            throw .invalidEvent(index: index, field: field, reason: reason)
         } catch {
-            throw .invalidEvent(index: index, field: "data", reason: "\(error)")
+            throw .invalidEvent(index: index, field: error.field, reason: error.reason)
         }
-    }
-
-    /// `data.messages[2].sentAt` and a reason, from a decoding error.
-    static func describe(_ error: DecodingError) -> (String, String) {
-        func path(_ keys: [any CodingKey]) -> String {
-            var text = "data"
-            for key in keys {
-                if let index = key.intValue { text += "[\(index)]" } else { text += "." + key.stringValue }
-            }
-            return text
-        }
-        switch error {
-        case .keyNotFound(let key, let context):
-            let reason = context.debugDescription.hasPrefix("needs") ? context.debugDescription : "missing"
-            return (path(context.codingPath + [key]), reason)
-        case .typeMismatch(let type, let context):
-            return (path(context.codingPath), "must be \(typeName(type))")
-        case .valueNotFound(let type, let context):
-            return (path(context.codingPath), "must be \(typeName(type)), not null")
-        case .dataCorrupted(let context):
-            if context.codingPath.isEmpty { return ("data", "malformed JSON") }
-            let text = context.debugDescription
-            let reason = text.hasPrefix("Cannot initialize") ? "not one of the allowed values" : text
-            return (path(context.codingPath), reason)
-        @unknown default:
-            return ("data", "\(error)")
-        }
-    }
-
-    static func typeName(_ type: Any.Type) -> String {
-        switch type {
-        case is String.Type: "a string"
-        case is Bool.Type: "true or false"
-        case is Int64.Type, is Int.Type: "an integer"
-        case is [String].Type, is [InboxMessage].Type, is Array<Any>.Type: "an array"
-        default: type is [String: String].Type ? "an object of strings" : "\(type)"
-        }
-    }
-}
-
-/// An array position in a coding path.
-struct IndexKey: CodingKey {
-    var stringValue: String
-    var intValue: Int?
-    init(_ index: Int) { intValue = index; stringValue = "\(index)" }
-    init?(stringValue: String) { return nil }
-    init?(intValue: Int) { self.init(intValue) }
-}
-
-extension KeyedDecodingContainer {
-    func decodeIdentifier(_ key: Key) throws -> String {
-        let value = try decode(String.self, forKey: key)
-        guard !value.isEmpty, value.utf8.count <= DomainLimits.maxIdentifierBytes else {
-            throw DecodingError.dataCorruptedError(forKey: key, in: self,
-                debugDescription: "must be 1–\(DomainLimits.maxIdentifierBytes) bytes")
-        }
-        return value
-    }
-
-    /// An integer that fits a Double exactly. (Decoded as Double first: on Linux, Foundation
-    /// reports `1.5` given for an Int64 as malformed JSON instead of a type mismatch.)
-    func decodeSmallInteger(_ key: Key) throws -> Int64? {
-        guard contains(key), try !decodeNil(forKey: key) else { return nil }
-        let value = try decode(Double.self, forKey: key)
-        guard value.rounded() == value, abs(value) <= 9_007_199_254_740_992 else {
-            throw DecodingError.typeMismatch(Int64.self, .init(codingPath: codingPath + [key], debugDescription: "not an integer"))
-        }
-        return Int64(value)
-    }
-
-    func decodeDate(_ key: Key) throws -> Timestamp {
-        let text = try decode(String.self, forKey: key)
-        guard let date = Timestamp(iso8601: text) else {
-            throw DecodingError.dataCorruptedError(forKey: key, in: self, debugDescription: "not an ISO 8601 date: \"\(text)\"")
-        }
-        return date
-    }
-
-    func decodeDateIfPresent(_ key: Key) throws -> Timestamp? {
-        guard contains(key), try !decodeNil(forKey: key) else { return nil }
-        return try decodeDate(key)
     }
 }

@@ -1,0 +1,193 @@
+/// A small, strict JSON parser (RFC 8259) for validating event payloads without Foundation's
+/// `JSONDecoder` (which costs ~16 µs per event on Linux). Bounded depth, never traps.
+enum JSONParser {
+    struct Failure: Error {}
+
+    static let maxDepth = 64
+
+    static func parse(_ bytes: [UInt8]) throws(Failure) -> JSONValue {
+        try bytes.withUnsafeBufferPointer { (buffer: UnsafeBufferPointer<UInt8>) throws(Failure) -> JSONValue in
+            var parser = Cursor(bytes: buffer)
+            parser.skipWhitespace()
+            let value = try parser.value(depth: 0)
+            parser.skipWhitespace()
+            guard parser.index == buffer.count else { throw Failure() }
+            return value
+        }
+    }
+
+    private struct Cursor {
+        let bytes: UnsafeBufferPointer<UInt8>
+        var index = 0
+
+        init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+        mutating func skipWhitespace() {
+            while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x0A || bytes[index] == 0x0D || bytes[index] == 0x09 {
+                index += 1
+            }
+        }
+
+        mutating func expect(_ literal: StaticString) throws(Failure) {
+            let count = literal.utf8CodeUnitCount
+            guard index + count <= bytes.count else { throw Failure() }
+            let start = literal.utf8Start
+            for k in 0..<count where bytes[index + k] != start[k] { throw Failure() }
+            index += count
+        }
+
+        mutating func value(depth: Int) throws(Failure) -> JSONValue {
+            guard depth < JSONParser.maxDepth, index < bytes.count else { throw Failure() }
+            switch bytes[index] {
+            case UInt8(ascii: "{"): return try object(depth: depth)
+            case UInt8(ascii: "["): return try array(depth: depth)
+            case UInt8(ascii: "\""): return .string(try string())
+            case UInt8(ascii: "t"): try expect("true"); return .bool(true)
+            case UInt8(ascii: "f"): try expect("false"); return .bool(false)
+            case UInt8(ascii: "n"): try expect("null"); return .null
+            default: return try number()
+            }
+        }
+
+        mutating func object(depth: Int) throws(Failure) -> JSONValue {
+            index += 1
+            var fields: [String: JSONValue] = [:]
+            skipWhitespace()
+            if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return .object(fields) }
+            while true {
+                skipWhitespace()
+                guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw Failure() }
+                let key = try string()
+                skipWhitespace()
+                guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw Failure() }
+                index += 1
+                skipWhitespace()
+                fields[key] = try value(depth: depth + 1)
+                skipWhitespace()
+                guard index < bytes.count else { throw Failure() }
+                if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+                if bytes[index] == UInt8(ascii: "}") { index += 1; return .object(fields) }
+                throw Failure()
+            }
+        }
+
+        mutating func array(depth: Int) throws(Failure) -> JSONValue {
+            index += 1
+            var items: [JSONValue] = []
+            skipWhitespace()
+            if index < bytes.count, bytes[index] == UInt8(ascii: "]") { index += 1; return .array(items) }
+            while true {
+                skipWhitespace()
+                items.append(try value(depth: depth + 1))
+                skipWhitespace()
+                guard index < bytes.count else { throw Failure() }
+                if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+                if bytes[index] == UInt8(ascii: "]") { index += 1; return .array(items) }
+                throw Failure()
+            }
+        }
+
+        mutating func hex4() throws(Failure) -> UInt32 {
+            guard index + 4 <= bytes.count else { throw Failure() }
+            var v: UInt32 = 0
+            for _ in 0..<4 {
+                let c = bytes[index]
+                let d: UInt32
+                switch c {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): d = UInt32(c - UInt8(ascii: "0"))
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): d = UInt32(c - UInt8(ascii: "a") + 10)
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): d = UInt32(c - UInt8(ascii: "A") + 10)
+                default: throw Failure()
+                }
+                v = v << 4 | d
+                index += 1
+            }
+            return v
+        }
+
+        mutating func string() throws(Failure) -> String {
+            index += 1
+            let start = index
+            // Fast path: no escapes.
+            while index < bytes.count {
+                let c = bytes[index]
+                if c == UInt8(ascii: "\"") {
+                    let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
+                    index += 1
+                    guard let s = String(validating: slice, as: UTF8.self) else { throw Failure() }
+                    return s
+                }
+                if c == UInt8(ascii: "\\") || c < 0x20 { break }
+                index += 1
+            }
+            var out = Array(bytes[start..<index])
+            while index < bytes.count {
+                let c = bytes[index]
+                index += 1
+                switch c {
+                case UInt8(ascii: "\""):
+                    guard let s = String(validating: out, as: UTF8.self) else { throw Failure() }
+                    return s
+                case UInt8(ascii: "\\"):
+                    guard index < bytes.count else { throw Failure() }
+                    let e = bytes[index]
+                    index += 1
+                    switch e {
+                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
+                    case UInt8(ascii: "b"): out.append(0x08)
+                    case UInt8(ascii: "f"): out.append(0x0C)
+                    case UInt8(ascii: "n"): out.append(0x0A)
+                    case UInt8(ascii: "r"): out.append(0x0D)
+                    case UInt8(ascii: "t"): out.append(0x09)
+                    case UInt8(ascii: "u"):
+                        var scalar = try hex4()
+                        if (0xD800...0xDBFF).contains(scalar) {
+                            try expect("\\u")
+                            let low = try hex4()
+                            guard (0xDC00...0xDFFF).contains(low) else { throw Failure() }
+                            scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                        }
+                        guard let u = Unicode.Scalar(scalar) else { throw Failure() }
+                        out.append(contentsOf: Array(String(Character(u)).utf8))
+                    default: throw Failure()
+                    }
+                default:
+                    guard c >= 0x20 else { throw Failure() }
+                    out.append(c)
+                }
+            }
+            throw Failure()
+        }
+
+        mutating func number() throws(Failure) -> JSONValue {
+            let start = index
+            var isInteger = true
+            if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
+            guard index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) else { throw Failure() }
+            if bytes[index] == UInt8(ascii: "0") {
+                index += 1
+            } else {
+                while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            }
+            if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+                isInteger = false
+                index += 1
+                let digits = index
+                while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+                guard index > digits else { throw Failure() }
+            }
+            if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+                isInteger = false
+                index += 1
+                if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+                let digits = index
+                while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+                guard index > digits else { throw Failure() }
+            }
+            let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+            if isInteger, let i = Int64(text) { return .integer(i) }
+            guard let d = Double(text), d.isFinite else { throw Failure() }
+            return .number(d)
+        }
+    }
+}
