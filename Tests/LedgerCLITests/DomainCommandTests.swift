@@ -307,3 +307,37 @@ let scenarioLines = """
         #expect(try ledger("inspect", healthy.child("l")).stdout.contains("health     no warnings"))
     }
 }
+
+@Suite struct HostileInputTests {
+    @Test func pathsWithSpacesAndNonASCII() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("my inbox ✓/ledger ü")
+        #expect(try ledger("append", path, input: #"{"type":"a","data":1}"#).status == 0)
+        #expect(try jsonObject(try ledger("inspect", path, "--json").stdout)["eventCount"] as? Int == 1)
+        #expect(try ledger("verify", path).status == 0)
+    }
+
+    @Test func badBytesAndHugeLinesAreNamedNotCrashed() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        var invalidUTF8 = Data(#"{"type":"a","data":1}"#.utf8 + [0x0A])
+        invalidUTF8.append(Data(#"{"type":"a","data":""#.utf8 + [0xFF, 0xFE] + #""}"#.utf8))
+        var out = try Processes.run(ledgerBinary, ["append", path], input: invalidUTF8)
+        #expect(out.status == 1)
+        #expect(out.stdout == "1\n")
+        #expect(out.stderr.contains("line 2: invalid event: json: not valid UTF-8"))
+
+        out = try Processes.run(ledgerBinary, ["append", path], input: Data(#"{"type":"a","data":"x"#.utf8 + [0x00] + #"y"}"#.utf8))
+        #expect(out.status == 1 && out.stderr.contains("line 1: invalid event: json: malformed JSON"))
+
+        let huge = #"{"type":"a","data":""# + String(repeating: "x", count: 10_000_000) + #""}"#
+        out = try ledger("append", path, input: huge)
+        #expect(out.status == 1)
+        #expect(out.stderr.contains("line 1: event of 10000042 bytes exceeds the 65536-byte limit"), "\(out.stderr)")
+
+        #expect(try jsonObject(try ledger("inspect", path, "--json").stdout)["eventCount"] as? Int == 1)
+        let many = try ledger("events", path, "--limit", "999999999999999")
+        #expect(many.status == 0 && many.stdout.split(separator: "\n").count == 1)
+        #expect(try ledger("widget", path, "--limit", "999999999999").status == 0)
+    }
+}

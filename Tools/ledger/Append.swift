@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import InboxLedger
 
 struct Append: ParsableCommand {
@@ -53,6 +54,10 @@ struct Append: ParsableCommand {
                     printError("line \(pendingLines[index]): invalid event: \(field): \(reason) (nothing of its batch was written)")
                     throw ExitCode(ExitStatus.problems)
                 }
+                if case .eventTooLarge(let index, let size, let limit) = error, index < pendingLines.count {
+                    printError("line \(pendingLines[index]): event of \(size) bytes exceeds the \(limit)-byte limit (nothing of its batch was written)")
+                    throw ExitCode(ExitStatus.problems)
+                }
                 let first = pendingLines[0], last = pendingLines[pendingLines.count - 1]
                 printError((first == last ? "line \(first)" : "lines \(first)–\(last)") + ": nothing of this batch was written")
                 throw fail(error)
@@ -61,11 +66,24 @@ struct Append: ParsableCommand {
             pendingLines.removeAll(keepingCapacity: true)
         }
 
-        while let line = readLine(strippingNewline: true) {
-            lineNumber += 1
-            if line.allSatisfy({ $0 == " " || $0 == "\t" || $0 == "\r" }) { continue }
+        var reader = LineReader()
+        while true {
+            let bytes: [UInt8]
             do {
-                pending.append(try EventJSON.parse(line, index: pending.count))
+                guard let line = try reader.next() else { break }
+                bytes = line
+            } catch {
+                printError("line \(lineNumber + 1): " + (error == .lineTooLong ? "longer than \(LineReader.maxLineBytes >> 20) MiB" : "cannot read standard input")
+                    + " (nothing of its batch was written)")
+                throw ExitCode(ExitStatus.problems)
+            }
+            lineNumber += 1
+            if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
+            do throws(LedgerError) {
+                guard String(validating: bytes, as: UTF8.self) != nil else {
+                    throw .invalidEvent(index: pending.count, field: "json", reason: "not valid UTF-8")
+                }
+                pending.append(try EventJSON.parse(Data(bytes), index: pending.count))
                 pendingLines.append(lineNumber)
             } catch {
                 if case .invalidEvent(_, let field, let reason) = error {
