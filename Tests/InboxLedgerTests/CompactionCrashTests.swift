@@ -104,3 +104,37 @@ import TestSupport
         #expect(first > 1)
     }
 }
+
+@Suite(.serialized) struct KilledReaderTests {
+    let agent = Processes.product("LedgerTestAgent")
+
+    @Test func aReaderKilledInsideItsTransactionDoesNotMakeTheFileGrowForever() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        var options = LedgerOptions()
+        options.durability = .none
+        let ledger = try Ledger(path: path, options: options)
+        let compactor = Compactor(ledger: ledger, policy: policy(tail: 50, chunk: 500))
+        func cycle(_ n: Int) throws -> Int {
+            try ledger.append(contentsOf: (0..<1500).map { i in
+                NewEvent(type: "app.note", payload: Array(#"{"n":\#(n),"i":\#(i),"pad":"\#(String(repeating: "y", count: 200))"}"#.utf8))
+            })
+            try compactor.runOnce()
+            return try ledger.statistics().fileBytes
+        }
+        _ = try cycle(0)
+        // A reader opens a transaction and is killed inside it: its slot pins old pages.
+        let reader = try Processes.start(agent, ["hold-reader", path])
+        let deadline = Date().addingTimeInterval(30)
+        while !reader.stdoutSoFar.contains("holding") && Date() < deadline { usleep(5000) }
+        #expect(reader.stdoutSoFar.contains("holding"))
+        reader.kill()
+        _ = try? reader.wait(timeout: 10)
+        // Compaction clears the dead slot, so freed pages are reused again: the file stays bounded.
+        let afterKill = try cycle(1)
+        var sizes: [Int] = []
+        for n in 2..<10 { sizes.append(try cycle(n)) }
+        #expect(sizes.allSatisfy { Double($0) <= 1.5 * Double(afterKill) }, "after the kill \(afterKill), then \(sizes)")
+        #expect(try ledger.statistics().readers.allSatisfy(\.isAlive))
+    }
+}

@@ -88,6 +88,8 @@ public final class Compactor: Sendable {
     @discardableResult
     public func runOnce(dryRun: Bool = false) throws(LedgerError) -> CompactionReport {
         let started = monotonicSeconds()
+        // A slot left by a killed reader pins the pages this run frees: clear such slots first.
+        if !dryRun { _ = try? ledger.clearStaleReaders() }
         let now = currentMicros()
         let plan = try plan(now: now)
         let willTrim = plan.trimThrough >= plan.first
