@@ -26,6 +26,9 @@ final class Projector<Store: ProjectionStore> {
     let store: Store
     private(set) var state: ProjectionState
     private var stateDirty = false
+    /// The earliest expiry in the `expiry` table, cached for the transaction (outer nil: not
+    /// read yet), so applying an event does not open a cursor just to find nothing expired.
+    private var earliestExpiry: Int64??
 
     init(store: Store) throws {
         self.store = store
@@ -134,20 +137,36 @@ final class Projector<Store: ProjectionStore> {
         let bytes = record.encode()
         try store.put(.messages, Array(record.id.utf8), bytes)
         try store.put(.widget, TimeKey.widgetKey(sentAt: record.sentAt, id: record.id), bytes)
-        if let e = record.expiresAt { try store.put(.expiry, TimeKey.expiryKey(expiresAt: e, id: record.id), []) }
+        if let e = record.expiresAt {
+            try store.put(.expiry, TimeKey.expiryKey(expiresAt: e, id: record.id), [])
+            if case .some(let cached) = earliestExpiry { earliestExpiry = .some(min(cached ?? e, e)) }
+        }
+        if old?.expiresAt != nil, old?.expiresAt != record.expiresAt { earliestExpiry = nil }
         if !record.isRead { state.unread += 1 }
     }
 
     private func remove(_ record: MessageRecord) throws {
         try store.delete(.messages, Array(record.id.utf8))
         try store.delete(.widget, TimeKey.widgetKey(sentAt: record.sentAt, id: record.id))
-        if let e = record.expiresAt { try store.delete(.expiry, TimeKey.expiryKey(expiresAt: e, id: record.id)) }
+        if let e = record.expiresAt {
+            try store.delete(.expiry, TimeKey.expiryKey(expiresAt: e, id: record.id))
+            earliestExpiry = nil
+        }
         if !record.isRead { state.unread -= 1 }
         state.messageCount -= 1
     }
 
     /// Removes messages whose expiry is at or before `now` (the event's commit time).
     private func removeExpired(asOf now: Int64) throws -> Bool {
+        if earliestExpiry == nil {
+            var first: Int64?
+            try store.scan(.expiry, from: []) { key, _ in
+                first = TimeKey.decodeAscending(key[...])
+                return false
+            }
+            earliestExpiry = .some(first)
+        }
+        guard let next = earliestExpiry ?? nil, next <= now else { return false }
         var expired: [String] = []
         try store.scan(.expiry, from: []) { key, _ in
             guard let at = TimeKey.decodeAscending(key[...]), at <= now else { return false }
@@ -159,6 +178,7 @@ final class Projector<Store: ProjectionStore> {
                 throw ProjectionError.malformed(table: .expiry, key: id)
             }
         }
+        earliestExpiry = nil
         return !expired.isEmpty
     }
 
