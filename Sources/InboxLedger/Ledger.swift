@@ -217,6 +217,15 @@ public final class Ledger: Sendable {
         }
     }
 
+    /// Runs `body` in one write transaction (on this thread), mapping errors.
+    func write<T>(_ operation: String, _ body: (Transaction) throws -> T) throws(LedgerError) -> T {
+        do {
+            return try environment.write(body)
+        } catch {
+            throw LedgerError.from(error, path: path, operation: operation)
+        }
+    }
+
     /// Runs `body` in one short read transaction, mapping errors.
     func read<T>(_ operation: String, _ body: (Transaction) throws -> T) throws(LedgerError) -> T {
         do {

@@ -95,7 +95,7 @@ extension Ledger {
             throw LedgerError.from(error, path: path, operation: "read environment info")
         }
         return try read("read statistics") { txn in
-            let head = try txn.readUInt64(schema.meta, Schema.MetaKey.head) ?? 0
+            let head = try headSequence(in: txn)
             let first = try firstSequence(in: txn)
             var byType: [String: UInt64] = [:]
             var byOrigin: [String: UInt64] = [:]

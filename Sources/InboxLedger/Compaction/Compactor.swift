@@ -56,7 +56,7 @@ public final class Compactor: Sendable {
 
     private func plan(now: Int64) throws(LedgerError) -> Plan {
         try ledger.read("plan compaction") { txn in
-            let head = try txn.readUInt64(ledger.schema.meta, Schema.MetaKey.head) ?? 0
+            let head = try ledger.headSequence(in: txn)
             let first = try ledger.firstSequence(in: txn)
             let tail = UInt64(max(0, policy.retainedTail))
             var limit = head > tail ? head - tail : 0
@@ -117,13 +117,13 @@ public final class Compactor: Sendable {
             report.eventsTrimmed = 0
             if willTrim {
                 if (plan.latestSnapshot ?? 0) < plan.trimThrough || plan.latestSnapshot == nil {
-                    let info = try write("write snapshot") { txn in try ledger.writeSnapshot(in: txn, now: now) }
+                    let info = try ledger.write("write snapshot") { txn in try ledger.writeSnapshot(in: txn, now: now) }
                     report.snapshotSequence = info.sequence
                     report.snapshotWritten = true
                     faultHook?(.snapshotWritten)
                 }
                 while true {
-                    let trimmed = try write("trim") { txn in try trimChunk(through: plan.trimThrough, now: now, in: txn) }
+                    let trimmed = try ledger.write("trim") { txn in try trimChunk(through: plan.trimThrough, now: now, in: txn) }
                     if trimmed == 0 { break }
                     report.eventsTrimmed += trimmed
                     report.chunks += 1
@@ -136,14 +136,14 @@ public final class Compactor: Sendable {
             report.snapshotsDeleted = try pruneSnapshots()
             faultHook?(.snapshotsPruned)
             let (first, head) = try ledger.read("read range") { txn in
-                (try ledger.firstSequence(in: txn), try txn.readUInt64(ledger.schema.meta, Schema.MetaKey.head) ?? 0)
+                (try ledger.firstSequence(in: txn), try ledger.headSequence(in: txn))
             }
             report.firstSequence = first
             report.headSequence = head
             report.seconds = monotonicSeconds() - started
             let finished = report
             let didWork = finished.eventsTrimmed > 0 || finished.snapshotWritten || finished.snapshotsDeleted > 0 || finished.keysForgotten > 0
-            try write("record compaction") { txn in
+            try ledger.write("record compaction") { txn in
                 if didWork {
                     try txn.put(ledger.schema.meta, key: Schema.MetaKey.lastCompaction, value: CompactionRecord(finished, at: now).encode())
                 }
@@ -151,7 +151,7 @@ public final class Compactor: Sendable {
             }
             faultHook?(.finished)
         } catch {
-            _ = try? write("release lease") { txn in try releaseLease(in: txn) }
+            _ = try? ledger.write("release lease") { txn in try releaseLease(in: txn) }
             throw error
         }
         return report
@@ -180,15 +180,9 @@ public final class Compactor: Sendable {
 
     // MARK: - Phases
 
-    private func write<T>(_ operation: String, _ body: (Transaction) throws -> T) throws(LedgerError) -> T {
-        do { return try ledger.environment.write(body) } catch {
-            throw LedgerError.from(error, path: ledger.path, operation: operation)
-        }
-    }
-
     /// Takes the compaction lease, or returns the pid of a live process holding it.
     private func acquireLease(now: Int64) throws(LedgerError) -> Int32? {
-        try write("take compaction lease") { txn -> Int32? in
+        try ledger.write("take compaction lease") { txn -> Int32? in
             if let bytes = try txn.get(ledger.schema.meta, key: Schema.MetaKey.compactorLease) {
                 var r = ByteReader(bytes)
                 if let pid = r.u32le().map({ Int32(bitPattern: $0) }), let owner = r.u64le(), let expires = r.u64le(),
@@ -264,7 +258,7 @@ public final class Compactor: Sendable {
         var position: [UInt8] = []
         var forgotten = 0
         while true {
-            let (deleted, next) = try write("forget keys") { txn -> (Int, [UInt8]?) in
+            let (deleted, next) = try ledger.write("forget keys") { txn -> (Int, [UInt8]?) in
                 let first = try ledger.firstSequence(in: txn)
                 var doomed: [[UInt8]] = []
                 var next: [UInt8]?
@@ -297,7 +291,7 @@ public final class Compactor: Sendable {
         let keep = Set(complete.suffix(max(1, policy.keepSnapshots)).map(\.sequence))
         var deleted = 0
         for snapshot in present where !keep.contains(snapshot.sequence) {
-            while try write("delete snapshot", { txn in try ledger.deleteSnapshotRows(snapshot.sequence, limit: max(1, policy.chunkSize), in: txn) }) > 0 {}
+            while try ledger.write("delete snapshot", { txn in try ledger.deleteSnapshotRows(snapshot.sequence, limit: max(1, policy.chunkSize), in: txn) }) > 0 {}
             if snapshot.info != nil { deleted += 1 }
         }
         return deleted

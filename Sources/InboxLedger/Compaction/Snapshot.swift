@@ -126,7 +126,7 @@ extension Ledger {
 
     /// Copies every projection row into a snapshot at the current head, in `txn`. Idempotent.
     func writeSnapshot(in txn: Transaction, now: Int64) throws -> SnapshotInfo {
-        let head = try txn.readUInt64(schema.meta, Schema.MetaKey.head) ?? 0
+        let head = try headSequence(in: txn)
         if let existing = try txn.get(schema.snapshots, key: SnapshotCodec.rowKey(head, SnapshotCodec.headerTag, [])),
            let h = SnapshotCodec.Header.decode(existing) {
             return SnapshotInfo(sequence: h.sequence, createdAt: Timestamp(micros: h.createdAt), rows: Int(h.rows), bytes: Int(h.bytes))

@@ -149,10 +149,7 @@ extension Ledger {
     /// }
     /// ```
     public func waitForChange(after sequence: UInt64) async throws -> UInt64 {
-        let environment = environment, meta = schema.meta
-        return try await changeMonitor.wait(after: sequence) {
-            try? environment.read { txn in try txn.readUInt64(meta, Schema.MetaKey.head) ?? 0 }
-        }
+        try await changeMonitor.wait(after: sequence) { [self] in try? headSequence() }
     }
 
     /// The heads the ledger moves to after `sequence`, as they happen (changes that come in

@@ -128,15 +128,11 @@ extension Ledger {
         let exists = try read("read consumer") { txn in try consumerRecord(name, in: txn) != nil }
         if !exists {
             if options.readOnly { throw .readOnly(path: path) }
-            do {
-                try environment.write { txn in
-                    guard try consumerRecord(name, in: txn) == nil else { return }
-                    let now = currentMicros()
-                    let cursor = start == .end ? (try txn.readUInt64(schema.meta, Schema.MetaKey.head) ?? 0) : 0
-                    try writeConsumer(ConsumerRecord(cursor: cursor, lastSeen: now, createdAt: now), named: name, in: txn)
-                }
-            } catch {
-                throw LedgerError.from(error, path: path, operation: "register consumer")
+            try write("register consumer") { txn in
+                guard try consumerRecord(name, in: txn) == nil else { return }
+                let now = currentMicros()
+                let cursor = start == .end ? try headSequence(in: txn) : 0
+                try writeConsumer(ConsumerRecord(cursor: cursor, lastSeen: now, createdAt: now), named: name, in: txn)
             }
         }
         return Consumer(name: name, ledger: self)
@@ -148,33 +144,29 @@ extension Ledger {
     }
 
     func consumers(in txn: Transaction) throws -> [ConsumerInfo] {
-            let head = try txn.readUInt64(schema.meta, Schema.MetaKey.head) ?? 0
-            return try txn.withCursor(schema.consumers) { cursor in
-                var infos: [ConsumerInfo] = []
-                var entry = try cursor.first()
-                while let e = entry {
-                    let name = String(decoding: e.key, as: UTF8.self)
-                    guard let record = ConsumerRecord.decode(e.value) else {
-                        throw LedgerError.corruptStore(path: path, reason: "consumer '\(name)' has a malformed record")
-                    }
-                    infos.append(ConsumerInfo(
-                        name: name, cursor: record.cursor, lag: head > record.cursor ? head - record.cursor : 0,
-                        lastSeen: Timestamp(micros: record.lastSeen), createdAt: Timestamp(micros: record.createdAt)))
-                    entry = try cursor.next()
+        let head = try headSequence(in: txn)
+        return try txn.withCursor(schema.consumers) { cursor in
+            var infos: [ConsumerInfo] = []
+            var entry = try cursor.first()
+            while let e = entry {
+                let name = String(decoding: e.key, as: UTF8.self)
+                guard let record = ConsumerRecord.decode(e.value) else {
+                    throw LedgerError.corruptStore(path: path, reason: "consumer '\(name)' has a malformed record")
                 }
-                return infos
+                infos.append(ConsumerInfo(
+                    name: name, cursor: record.cursor, lag: head > record.cursor ? head - record.cursor : 0,
+                    lastSeen: Timestamp(micros: record.lastSeen), createdAt: Timestamp(micros: record.createdAt)))
+                entry = try cursor.next()
             }
+            return infos
+        }
     }
 
     /// Removes a consumer; returns whether it existed.
     @discardableResult
     public func dropConsumer(named name: String) throws(LedgerError) -> Bool {
         if options.readOnly { throw .readOnly(path: path) }
-        do {
-            return try environment.write { txn in try txn.delete(schema.consumers, key: Array(name.utf8)) }
-        } catch {
-            throw LedgerError.from(error, path: path, operation: "drop consumer")
-        }
+        return try write("drop consumer") { txn in try txn.delete(schema.consumers, key: Array(name.utf8)) }
     }
 
     func consumerRecord(_ name: String, in txn: Transaction) throws -> ConsumerRecord? {
@@ -201,11 +193,5 @@ extension Ledger {
             return .invalidEvent(index: 0, field: "cursor", reason: "cannot move from \(commit.expected) to \(commit.through) (head \(head))")
         }
         return nil
-    }
-
-    func firstSequence(in txn: Transaction) throws -> UInt64 {
-        let first = try txn.withCursor(schema.events) { try $0.first() }
-        if let first, let seq = SequenceKey.decode(first.key) { return seq }
-        return (try txn.readUInt64(schema.meta, Schema.MetaKey.head) ?? 0) + 1
     }
 }

@@ -136,7 +136,7 @@ extension Ledger {
     }
 
     private func write(_ batch: [CommitRequest], in txn: Transaction) throws -> [Result<AppendReceipt, LedgerError>] {
-        var head = try txn.readUInt64(schema.meta, Schema.MetaKey.head) ?? 0
+        var head = try headSequence(in: txn)
         let now = currentMicros()
         let projector = try Projector(store: schema.store(txn))
         var counters: [String: UInt64] = [:]

@@ -43,7 +43,7 @@ extension Ledger {
 
     /// The sequence number of the last event ever appended (0 for an empty ledger).
     public func headSequence() throws(LedgerError) -> UInt64 {
-        try read("read head") { txn in try txn.readUInt64(schema.meta, Schema.MetaKey.head) ?? 0 }
+        try read("read head") { txn in try headSequence(in: txn) }
     }
 
     /// The lowest sequence still in the log (`headSequence() + 1` when the log is empty).
@@ -54,6 +54,18 @@ extension Ledger {
     /// The number of events in the log.
     public func count() throws(LedgerError) -> Int {
         try read("count events") { txn in try txn.statistics(schema.events).entries }
+    }
+
+    /// The last sequence ever assigned, as `txn` sees it.
+    func headSequence(in txn: Transaction) throws -> UInt64 {
+        try txn.readUInt64(schema.meta, Schema.MetaKey.head) ?? 0
+    }
+
+    /// The lowest sequence in the log as `txn` sees it (`head + 1` when the log is empty).
+    func firstSequence(in txn: Transaction) throws -> UInt64 {
+        let first = try txn.withCursor(schema.events) { try $0.first() }
+        if let first, let seq = SequenceKey.decode(first.key) { return seq }
+        return (try headSequence(in: txn)) + 1
     }
 
     func decode(_ bytes: [UInt8], sequence: UInt64) throws(LedgerError) -> Event {

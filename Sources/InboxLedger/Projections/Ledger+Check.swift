@@ -74,7 +74,7 @@ extension Ledger {
     public func verify() throws(LedgerError) -> VerificationReport {
         var findings: [VerificationReport.Finding] = []
         var warnings: [VerificationReport.Warning] = []
-        let (first, head) = try read("verify") { txn in (try firstSequence(in: txn), try txn.readUInt64(schema.meta, Schema.MetaKey.head) ?? 0) }
+        let (first, head) = try read("verify") { txn in (try firstSequence(in: txn), try headSequence(in: txn)) }
 
         // Records: checksums, decodability, density. Paged, one short transaction per page.
         var checked = 0
