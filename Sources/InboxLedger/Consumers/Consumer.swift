@@ -75,12 +75,12 @@ public final class Consumer: Sendable {
     /// Up to `limit` events after the cursor, in one short read transaction. Throws
     /// ``LedgerError/consumerGap(name:cursor:firstAvailable:)`` if events it has not read were trimmed.
     public func next(limit: Int = 100) throws(LedgerError) -> ConsumerBatch {
-        let (cursor, first) = try ledger.read("read consumer") { txn -> (UInt64, UInt64) in
+        try ledger.read("read consumer") { txn in
             guard let record = try ledger.consumerRecord(name, in: txn) else { throw LedgerError.unknownConsumer(name: name) }
-            return (record.cursor, try ledger.firstSequence(in: txn))
+            let first = try ledger.firstSequence(in: txn)
+            if record.cursor + 1 < first { throw LedgerError.consumerGap(name: name, cursor: record.cursor, firstAvailable: first) }
+            return ConsumerBatch(after: record.cursor, events: try ledger.events(after: record.cursor, limit: limit, in: txn))
         }
-        if cursor + 1 < first { throw .consumerGap(name: name, cursor: cursor, firstAvailable: first) }
-        return ConsumerBatch(after: cursor, events: try ledger.events(after: cursor, limit: limit))
     }
 
     /// Moves the cursor to `batch.through` and appends `events`, atomically. Fails with

@@ -13,20 +13,22 @@ extension Ledger {
     /// Up to `limit` events with sequence numbers greater than `sequence`, in order, read in
     /// one short transaction.
     public func events(after sequence: UInt64 = 0, limit: Int = 1000) throws(LedgerError) -> [Event] {
+        try read("read events") { txn in try events(after: sequence, limit: limit, in: txn) }
+    }
+
+    func events(after sequence: UInt64, limit: Int, in txn: Transaction) throws -> [Event] {
         guard limit > 0, sequence < UInt64.max else { return [] }
-        return try read("read events") { txn in
-            try txn.withCursor(schema.events) { cursor in
-                var events: [Event] = []
-                var entry = try cursor.seek(atLeast: SequenceKey.encode(sequence + 1))
-                while let e = entry, events.count < limit {
-                    guard let seq = SequenceKey.decode(e.key) else {
-                        throw LedgerError.corruptStore(path: path, reason: "malformed event key of \(e.key.count) bytes")
-                    }
-                    events.append(try decode(e.value, sequence: seq))
-                    entry = try cursor.next()
+        return try txn.withCursor(schema.events) { cursor in
+            var events: [Event] = []
+            var entry = try cursor.seek(atLeast: SequenceKey.encode(sequence + 1))
+            while let e = entry, events.count < limit {
+                guard let seq = SequenceKey.decode(e.key) else {
+                    throw LedgerError.corruptStore(path: path, reason: "malformed event key of \(e.key.count) bytes")
                 }
-                return events
+                events.append(try decode(e.value, sequence: seq))
+                entry = try cursor.next()
             }
+            return events
         }
     }
 
