@@ -8,7 +8,7 @@ let package = Package(
         .library(name: "InboxLedger", targets: ["InboxLedger"]),
         .library(name: "LMDB", targets: ["LMDB"]),
         .executable(name: "ledger", targets: ["ledger"]),
-        .executable(name: "ledger-compaction-bench", targets: ["ledger-compaction-bench"]),
+        .executable(name: "ledger-bench", targets: ["ledger-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -44,9 +44,17 @@ let package = Package(
             path: "Benchmarks/LedgerBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
-        // Compaction of a large log with a concurrent writer: `swift run -c release ledger-compaction-bench`.
+        // SQLite's C API (Debian libsqlite3-dev): a baseline of the comparison benchmark only.
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]
+        ),
+        // Side-by-side comparison with raw LMDB, SQLite and whole-file rewrite:
+        // `swift run -c release ledger-bench` (see docs/benchmarks.md).
         // (Under Tools/: package-benchmark runs every executable directly under Benchmarks/.)
-        .executableTarget(name: "ledger-compaction-bench", dependencies: ["InboxLedger"], path: "Tools/ledger-compaction-bench"),
+        // The raw-LMDB baseline uses the C API directly, on purpose: it is the physical limit.
+        .executableTarget(name: "ledger-bench", dependencies: ["InboxLedger", "CLMDB", "CSQLite"], path: "Tools/ledger-bench"),
     ],
     swiftLanguageModes: [.v6]
 )

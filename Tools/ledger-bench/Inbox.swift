@@ -1,0 +1,83 @@
+// The data every system is given: a realistic inbox, generated deterministically.
+import Foundation
+
+/// One inbox message as a sync delivers it (the fields a widget row shows).
+struct Message: Codable, Sendable {
+    var id: String
+    var title: String
+    var subheading: String
+    var iconURL: String
+    /// Microseconds since 1970.
+    var sentAt: Int64
+    var read: Bool
+}
+
+/// One inbox-sync delta carrying one message: the parsed fields (what SQLite and the rewrite
+/// bind or store) and the JSON payload (what the ledger is given), built once, outside timing.
+struct SyncDelta: Sendable {
+    var message: Message
+    var payload: [UInt8]
+}
+
+/// A deterministic inbox of `distinctMessages` ids: delta `i` (re)delivers message `i % distinct`
+/// with a new date, so the message tables stop growing while the log keeps growing.
+enum Inbox {
+    static let distinctMessages = 500
+
+    private static let senders = ["Order updates", "Your bank", "Travel desk", "Team chat", "Calendar", "Delivery"]
+    private static let titles = [
+        "Your order #%d has shipped and is on its way",
+        "Payment of €%d.40 to Green Grocer was approved",
+        "Gate change: flight LH %d now leaves from B42",
+        "Maya replied in #design-review (%d new messages)",
+        "Reminder: quarterly planning at 14:00 in room %d",
+        "Your parcel %d will arrive tomorrow between 9 and 12",
+    ]
+    private static let subheadings = [
+        "Track the parcel and see the estimated delivery window for Tuesday",
+        "Tap to see the receipt and your available balance",
+        "Boarding starts 40 minutes before departure; bring your passport",
+        "“Looks great — can we move the badge to the top-right corner?”",
+        "Agenda: roadmap, hiring, budget. Dial-in details in the invite",
+        "Leave it with a neighbour or choose a pick-up point in the app",
+    ]
+
+    static func delta(_ i: Int) -> SyncDelta {
+        let kind = i % senders.count
+        let message = Message(
+            id: "msg-\(String(i % distinctMessages, radix: 16))-\(kind)",
+            title: String(format: titles[kind], 10_000 + i % 90_000),
+            subheading: subheadings[kind],
+            iconURL: "https://cdn.example.com/inbox/icons/\(senders[kind].lowercased().replacingOccurrences(of: " ", with: "-"))@3x.png",
+            sentAt: 1_795_000_000_000_000 + Int64(i) * 1_000_000,
+            read: i % 3 == 0
+        )
+        return SyncDelta(message: message, payload: payload(message))
+    }
+
+    static func deltas(_ range: Range<Int>) -> [SyncDelta] { range.map(delta) }
+
+    private static func payload(_ m: Message) -> [UInt8] {
+        func quoted(_ s: String) -> String {
+            var out = "\""
+            for c in s.unicodeScalars {
+                switch c {
+                case "\"": out += "\\\""
+                case "\\": out += "\\\\"
+                default: out.unicodeScalars.append(c)
+                }
+            }
+            return out + "\""
+        }
+        let json = #"{"mode":"delta","messages":[{"id":\#(quoted(m.id)),"title":\#(quoted(m.title)),"subheading":\#(quoted(m.subheading)),"iconURL":\#(quoted(m.iconURL)),"sentAt":\#(quoted(isoDate(m.sentAt))),"read":\#(m.read)}]}"#
+        return Array(json.utf8)
+    }
+
+    private static func isoDate(_ micros: Int64) -> String {
+        var seconds = time_t(micros / 1_000_000)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        return String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
+                      parts.tm_hour, parts.tm_min, parts.tm_sec)
+    }
+}

@@ -1,0 +1,170 @@
+// The systems compared, behind one small interface: each does the same job on the same data.
+import Foundation
+import InboxLedger
+
+enum SystemKind: String, CaseIterable, Sendable {
+    /// This project, default durability (LMDB's two syncs per commit).
+    case ledger
+    /// This project with `LedgerDurability.singleSync` (one sync per commit, `MDB_NOMETASYNC`).
+    case ledgerSingleSync = "ledger-single-sync"
+    /// Raw LMDB: the payload under the next sequence number. No envelope, no projections.
+    case lmdb
+    /// SQLite, WAL, `synchronous=FULL`: events table plus projection tables, one transaction.
+    case sqliteFull = "sqlite-full"
+    /// The same with `synchronous=NORMAL` (a WAL commit is not synced; a checkpoint is).
+    case sqliteNormal = "sqlite-normal"
+    /// The seeds' approach: the whole message list serialised and written atomically per change.
+    case rewrite
+}
+
+/// What every system can be asked to do. A workload that does not apply to a system is not
+/// asked of it (see `Workload.systems`).
+protocol Store: AnyObject {
+    /// Appends the deltas in one transaction, projections included.
+    func appendBatch(_ deltas: ArraySlice<SyncDelta>) throws
+    /// Appends one delta in its own durable transaction.
+    func appendOne(_ delta: SyncDelta) throws
+    /// Reads what the widget shows: the 10 newest rows and the badge; returns the row count.
+    func readWidget() throws -> Int
+    /// A consumer catching up from its persisted cursor, `pageSize` events a page, persisting the
+    /// cursor after each page; returns the events read.
+    func catchUp(consumer: String, pageSize: Int) throws -> Int
+    /// Trims the log to its last `keep` events in chunks of `chunk`; returns the events trimmed.
+    func trim(keepingLast keep: Int, chunk: Int) throws -> Int
+    /// A handle another thread of this process can use at the same time as this one.
+    func handleForAnotherThread() throws -> Store
+}
+
+func openStore(_ kind: SystemKind, directory: String) throws -> Store {
+    switch kind {
+    case .ledger: try LedgerStore(directory: directory, durability: .durable)
+    case .ledgerSingleSync: try LedgerStore(directory: directory, durability: .singleSync)
+    case .lmdb: try RawLMDBStore(directory: directory)
+    case .sqliteFull: try SQLiteStore(directory: directory, synchronous: "FULL")
+    case .sqliteNormal: try SQLiteStore(directory: directory, synchronous: "NORMAL")
+    case .rewrite: try RewriteStore(directory: directory)
+    }
+}
+
+struct BenchFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+// MARK: - The ledger
+
+final class LedgerStore: Store {
+    let ledger: Ledger
+
+    init(directory: String, durability: LedgerDurability) throws {
+        var options = LedgerOptions(role: "bench")
+        options.durability = durability
+        ledger = try Ledger(path: directory, options: options)
+    }
+
+    private func event(_ delta: SyncDelta) -> NewEvent {
+        NewEvent(type: DomainEvent.inboxSyncedType, payload: delta.payload)
+    }
+
+    func appendBatch(_ deltas: ArraySlice<SyncDelta>) throws {
+        _ = try ledger.append(contentsOf: deltas.map(event))
+    }
+
+    func appendOne(_ delta: SyncDelta) throws {
+        _ = try ledger.append(event(delta))
+    }
+
+    func readWidget() throws -> Int {
+        let list = try ledger.widgetList(limit: 10)
+        return list.items.count + (list.badge >= 0 ? 0 : 1)
+    }
+
+    func catchUp(consumer name: String, pageSize: Int) throws -> Int {
+        let consumer = try ledger.consumer(named: name)
+        var read = 0
+        while true {
+            let batch = try consumer.next(limit: pageSize)
+            if batch.events.isEmpty { return read }
+            read += batch.events.count
+            _ = try consumer.commit(batch)
+        }
+    }
+
+    func trim(keepingLast keep: Int, chunk: Int) throws -> Int {
+        var policy = CompactionPolicy()
+        policy.retainedTail = keep
+        policy.chunkSize = chunk
+        return try Compactor(ledger: ledger, policy: policy).runOnce().eventsTrimmed
+    }
+
+    func handleForAnotherThread() throws -> Store { self }
+}
+
+// MARK: - Whole-file rewrite (shared user defaults)
+
+/// The message list and badge, serialised whole (JSON) and replaced atomically on every change
+/// (temporary file, `fsync`, `rename`), under an exclusive `flock` so several processes do not
+/// lose each other's updates. Readers read and decode the whole file.
+final class RewriteStore: Store {
+    struct State: Codable {
+        var messages: [Message] = []
+        var unread = 0
+        var badge = 0
+    }
+
+    let file: String
+    let lockFile: String
+
+    init(directory: String) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        file = directory + "/inbox.json"
+        lockFile = directory + "/inbox.lock"
+    }
+
+    private func load() throws -> State {
+        guard let data = FileManager.default.contents(atPath: file) else { return State() }
+        return try JSONDecoder().decode(State.self, from: data)
+    }
+
+    private func update(_ deltas: some Collection<SyncDelta>) throws {
+        let fd = open(lockFile, O_CREAT | O_RDWR, 0o644)
+        guard fd >= 0 else { throw BenchFailure("cannot open \(lockFile): errno \(errno)") }
+        defer { close(fd) }
+        guard flock(fd, LOCK_EX) == 0 else { throw BenchFailure("flock failed: errno \(errno)") }
+        var state = try load()
+        var index = Dictionary(uniqueKeysWithValues: state.messages.enumerated().map { ($1.id, $0) })
+        for delta in deltas {
+            if let at = index[delta.message.id] {
+                state.messages[at] = delta.message
+            } else {
+                index[delta.message.id] = state.messages.count
+                state.messages.append(delta.message)
+            }
+        }
+        state.messages.sort { ($0.sentAt, $0.id) > ($1.sentAt, $1.id) }
+        state.unread = state.messages.count { !$0.read }
+        state.badge = state.unread
+        let data = try JSONEncoder().encode(state)
+        let temporary = file + ".tmp-\(getpid())"
+        let out = open(temporary, O_CREAT | O_WRONLY | O_TRUNC, 0o644)
+        guard out >= 0 else { throw BenchFailure("cannot create \(temporary): errno \(errno)") }
+        let written = data.withUnsafeBytes { write(out, $0.baseAddress, $0.count) }
+        let synced = fsync(out)
+        close(out)
+        guard written == data.count, synced == 0, rename(temporary, file) == 0 else {
+            throw BenchFailure("cannot replace \(file): errno \(errno)")
+        }
+    }
+
+    func appendBatch(_ deltas: ArraySlice<SyncDelta>) throws { try update(deltas) }
+    func appendOne(_ delta: SyncDelta) throws { try update(CollectionOfOne(delta)) }
+
+    func readWidget() throws -> Int {
+        let state = try load()
+        return state.messages.prefix(10).count + (state.badge >= 0 ? 0 : 1)
+    }
+
+    func catchUp(consumer: String, pageSize: Int) throws -> Int { throw BenchFailure("rewrite keeps no log") }
+    func trim(keepingLast keep: Int, chunk: Int) throws -> Int { throw BenchFailure("rewrite keeps no log") }
+    func handleForAnotherThread() throws -> Store { self }
+}

@@ -1,0 +1,284 @@
+// The eight workloads. Each repetition runs every system once, interleaved, on the same data.
+import Foundation
+import InboxLedger
+
+/// Sizes of a run: the full run, or `--quick` (every workload briefly, for CI).
+struct Sizes {
+    var repetitions = 3
+    var batches = 10              // W1: batches of 1,000 per repetition
+    var singleAppends = 400       // W2: appends per repetition, 1 thread
+    var threadAppends = 50        // W2: appends per thread per repetition, 8 threads
+    var processBatches = 5        // W3: batches of 1,000 per process
+    var widgetReads = 20_000      // W4: reads per repetition (at most 1 s of them)
+    var coldStarts = 10           // W5: processes per repetition
+    var catchUpEvents = 1_000_000 // W6 and W7: events in the log
+    var notifications = 200       // W8: round trips
+    var idleSeconds = 10.0        // W8: idle window
+
+    static let quick = Sizes(repetitions: 1, batches: 2, singleAppends: 20, threadAppends: 4, processBatches: 1,
+                             widgetReads: 500, coldStarts: 2, catchUpEvents: 20_000, notifications: 20, idleSeconds: 1)
+}
+
+/// What one repetition of a workload observed for one system.
+struct Observation {
+    var opsPerSecond: Double?
+    var latencies: [Double] = []
+    var peakRSSBytes: Int?
+    var cpuPercent: Double?
+    var seconds: Double?
+}
+
+struct Workload {
+    var id: String
+    var title: String
+    var systems: [SystemKind]
+    /// Fewer repetitions than the run's, for workloads that must rebuild a large store each time.
+    var maxRepetitions: Int? = nil
+    /// Runs once per system before the repetitions, outside timing (loading data).
+    var prepare: ((SystemKind, Bench) throws -> Void)? = nil
+    var run: (SystemKind, Int, Bench) throws -> Observation
+}
+
+/// State shared by the workloads of one run: the scratch directory and the sizes.
+final class Bench {
+    let root: String
+    let sizes: Sizes
+
+    private var loaded: Set<String> = []
+
+    init(root: String, sizes: Sizes) {
+        self.root = root
+        self.sizes = sizes
+    }
+
+    /// The store of `system` in `directory`, loaded once per run with `count` deltas.
+    func loadedStore(_ system: SystemKind, _ directory: String, count: Int) throws -> Store {
+        let store = try openStore(system, directory: directory)
+        if loaded.insert(directory).inserted { try load(store, count: count) }
+        return store
+    }
+
+    func directory(_ workload: String, _ system: SystemKind) -> String { "\(root)/\(workload)-\(system.rawValue)" }
+
+    /// Loads `count` deltas (starting at delta `offset`) in batches of 1,000.
+    func load(_ store: Store, count: Int, offset: Int = 0) throws {
+        var done = 0
+        while done < count {
+            let n = min(1000, count - done)
+            try store.appendBatch(Inbox.deltas(offset + done..<offset + done + n)[...])
+            done += n
+        }
+    }
+
+    static let allWriters: [SystemKind] = [.ledger, .lmdb, .sqliteFull, .sqliteNormal, .rewrite]
+    static let logs: [SystemKind] = [.ledger, .lmdb, .sqliteFull]
+
+    lazy var workloads: [Workload] = [w1, w2Single, w2Threads, w3, w4, w5, w6, w7, w8]
+
+    // W1: batches of 1,000 inbox-sync deltas, projections included.
+    var w1: Workload {
+        Workload(id: "W1", title: "batched append: 1,000 inbox-sync deltas a transaction", systems: Bench.allWriters) { system, rep, bench in
+            let store = try openStore(system, directory: bench.directory("w1", system))
+            let base = rep * (bench.sizes.batches + 1) * 1000
+            try store.appendBatch(Inbox.deltas(base..<base + 1000)[...])  // warm-up, untimed
+            let batches = (1...bench.sizes.batches).map { b in Inbox.deltas(base + b * 1000..<base + (b + 1) * 1000) }
+            var latencies: [Double] = []
+            for batch in batches { latencies.append(try timeMicros { try store.appendBatch(batch[...]) }) }
+            let total = latencies.reduce(0, +)
+            return Observation(opsPerSecond: Double(batches.count * 1000) / (total / 1e6), latencies: latencies)
+        }
+    }
+
+    // W2: one delta per durable transaction, one thread.
+    var w2Single: Workload {
+        Workload(id: "W2-1", title: "single-event durable append, 1 thread",
+                 systems: [.ledger, .ledgerSingleSync, .lmdb, .sqliteFull, .sqliteNormal, .rewrite]) { system, rep, bench in
+            let store = try openStore(system, directory: bench.directory("w2", system))
+            let n = bench.sizes.singleAppends
+            let deltas = Inbox.deltas(rep * n..<(rep + 1) * n)
+            try store.appendOne(deltas[0])  // warm-up
+            var latencies: [Double] = []
+            for delta in deltas.dropFirst() { latencies.append(try timeMicros { try store.appendOne(delta) }) }
+            return Observation(opsPerSecond: Double(latencies.count) / (latencies.reduce(0, +) / 1e6), latencies: latencies)
+        }
+    }
+
+    // W2: one delta per durable transaction, 8 threads of one process (the ledger's group commit).
+    var w2Threads: Workload {
+        Workload(id: "W2-8", title: "single-event durable append, 8 threads in one process",
+                 systems: [.ledger, .ledgerSingleSync, .lmdb, .sqliteFull, .sqliteNormal, .rewrite]) { system, rep, bench in
+            let store = try openStore(system, directory: bench.directory("w2x8", system))
+            let perThread = bench.sizes.threadAppends
+            let handles = try (0..<8).map { _ in try store.handleForAnotherThread() }
+            let shared = Handles(handles)
+            let samples = Samples()
+            let t0 = monotonicNanos()
+            try onThreads(8) { t in
+                let base = (rep * 8 + t) * perThread
+                var mine: [Double] = []
+                for delta in Inbox.deltas(base..<base + perThread) {
+                    mine.append(try timeMicros { try shared.stores[t].appendOne(delta) })
+                }
+                samples.add(mine)
+            }
+            let seconds = Double(monotonicNanos() - t0) / 1e9
+            return Observation(opsPerSecond: Double(8 * perThread) / seconds, latencies: samples.all)
+        }
+    }
+
+    // W3: four processes appending batches at once.
+    var w3: Workload {
+        Workload(id: "W3", title: "4 processes appending batches of 1,000 at once (aggregate; p99 of each process's batches)",
+                 systems: Bench.allWriters) { system, rep, bench in
+            let directory = bench.directory("w3", system)
+            _ = try openStore(system, directory: directory)  // create before the children race
+            let perProcess = bench.sizes.processBatches * 1000
+            let children = try (0..<4).map { p in
+                try Child(["_child", "w3", system.rawValue, directory, String((rep * 4 + p) * perProcess), String(perProcess)])
+            }
+            for child in children where child.readLine() != "ready" { throw BenchFailure("a W3 child did not start") }
+            let t0 = monotonicNanos()
+            for child in children { child.send("go") }
+            var p99s: [Double] = []
+            for child in children {
+                guard let line = child.readLine(), let p99 = Double(line) else { throw BenchFailure("a W3 child failed") }
+                p99s.append(p99)
+            }
+            let seconds = Double(monotonicNanos() - t0) / 1e9
+            for child in children where try child.wait() != 0 { throw BenchFailure("a W3 child exited with an error") }
+            // Latency column: the worst of the four processes' p99 batch latencies.
+            return Observation(opsPerSecond: Double(4 * perProcess) / seconds, latencies: p99s)
+        }
+    }
+
+    // W4: the widget's read, warm: top 10 rows and the badge.
+    var w4: Workload {
+        Workload(id: "W4", title: "widget read, warm: top 10 rows + badge (p50/p99 per read)",
+                 systems: [.ledger, .lmdb, .sqliteFull, .rewrite],
+                 prepare: { system, bench in _ = try bench.loadedStore(system, bench.directory("widget", system), count: 5_000) }
+        ) { system, _, bench in
+            let store = try openStore(system, directory: bench.directory("widget", system))
+            _ = try store.readWidget()
+            var latencies: [Double] = []
+            latencies.reserveCapacity(bench.sizes.widgetReads)
+            let deadline = monotonicNanos() + 1_000_000_000
+            while latencies.count < bench.sizes.widgetReads, monotonicNanos() < deadline {
+                let t0 = monotonicNanos()
+                let rows = try store.readWidget()
+                latencies.append(Double(monotonicNanos() - t0) / 1000)
+                if rows != 10 { throw BenchFailure("\(system.rawValue) read \(rows) widget rows, expected 10") }
+            }
+            return Observation(opsPerSecond: Double(latencies.count) / (latencies.reduce(0, +) / 1e6), latencies: latencies)
+        }
+    }
+
+    // W5: a new process opens the store, reads the widget list and badge, exits.
+    var w5: Workload {
+        Workload(id: "W5", title: "cold widget read: a new process opens, reads top 10 + badge, exits",
+                 systems: [.ledger, .lmdb, .sqliteFull, .rewrite],
+                 prepare: { system, bench in _ = try bench.loadedStore(system, bench.directory("widget", system), count: 5_000) }
+        ) { system, _, bench in
+            var latencies: [Double] = []
+            var peak = 0
+            for _ in 0..<bench.sizes.coldStarts {
+                let t0 = monotonicNanos()
+                let child = try Child(["_child", "w5", system.rawValue, bench.directory("widget", system)])
+                let rss = child.readLine().flatMap { Int($0) }
+                let status = try child.wait()
+                latencies.append(Double(monotonicNanos() - t0) / 1000)
+                guard status == 0, let rss else { throw BenchFailure("a W5 child exited with \(status)") }
+                peak = max(peak, rss)
+            }
+            return Observation(latencies: latencies, peakRSSBytes: peak)
+        }
+    }
+
+    // W6: a consumer catching up on the whole log from its cursor.
+    var w6: Workload {
+        Workload(id: "W6", title: "catch-up: a consumer reads the log from its cursor (pages of 10,000, cursor saved per page)",
+                 systems: Bench.logs,
+                 prepare: { system, bench in _ = try bench.loadedStore(system, bench.directory("log", system), count: bench.sizes.catchUpEvents) }
+        ) { system, rep, bench in
+            let store = try openStore(system, directory: bench.directory("log", system))
+            var read = 0
+            let micros = try timeMicros { read = try store.catchUp(consumer: "catch-up-\(rep)", pageSize: 10_000) }
+            guard read == bench.sizes.catchUpEvents else {
+                throw BenchFailure("\(system.rawValue) caught up on \(read) events, expected \(bench.sizes.catchUpEvents)")
+            }
+            return Observation(opsPerSecond: Double(read) / (micros / 1e6))
+        }
+    }
+
+    // W7: compaction of the W6 log (all but the last 1,000 events) with a durable writer meanwhile
+    // (one append, then 0.5 ms of rest, repeatedly).
+    // One repetition: it consumes the log (re-loading a million events per repetition would
+    // dominate the run).
+    var w7: Workload {
+        Workload(id: "W7", title: "compaction of the log to its last 1,000 events; a concurrent durable writer's latency",
+                 systems: Bench.logs, maxRepetitions: 1) { system, _, bench in
+            let directory = bench.directory("log", system)
+            let store = try bench.loadedStore(system, directory, count: bench.sizes.catchUpEvents)
+            let writer = try store.handleForAnotherThread()
+            let stop = StopFlag()
+            let samples = Samples()
+            let done = DispatchGroup()
+            done.enter()
+            let writerBox = Handles([writer])
+            Thread.detachNewThread {
+                var mine: [Double] = []
+                var i = 10_000_000
+                while !stop.isSet {
+                    let delta = Inbox.delta(i)
+                    if let micros = try? timeMicros({ try writerBox.stores[0].appendOne(delta) }) { mine.append(micros) }
+                    i += 1
+                    usleep(500)  // a busy app, not a saturating loop (which starves anyone behind an unfair lock)
+                }
+                samples.add(mine)
+                done.leave()
+            }
+            usleep(100_000)
+            var trimmed = 0
+            let micros = try timeMicros { trimmed = try store.trim(keepingLast: 1_000, chunk: 1_000) }
+            stop.set()
+            done.wait()
+            return Observation(opsPerSecond: Double(trimmed) / (micros / 1e6), latencies: samples.all, seconds: micros / 1e6)
+        }
+    }
+
+    // W8: commit in this process, wake-up in another; then the waiter's CPU while nothing happens.
+    var w8: Workload {
+        Workload(id: "W8", title: "change notification: append here → wake-up in another process; idle waiter's CPU",
+                 systems: [.ledger]) { system, _, bench in
+            let directory = bench.directory("w8", system)
+            let store = try openStore(system, directory: directory)
+            try store.appendOne(Inbox.delta(0))
+            let waiter = try Child(["_child", "w8", directory, String(bench.sizes.notifications), String(bench.sizes.idleSeconds)])
+            guard waiter.readLine() == "ready" else { throw BenchFailure("the W8 waiter did not start") }
+            var latencies: [Double] = []
+            for i in 1...bench.sizes.notifications {
+                let t0 = monotonicNanos()
+                try store.appendOne(Inbox.delta(i))
+                guard let line = waiter.readLine(), let woke = UInt64(line) else { throw BenchFailure("the W8 waiter stopped") }
+                latencies.append(Double(Int64(bitPattern: woke &- t0)) / 1000)
+            }
+            guard let line = waiter.readLine(), let cpuMicros = Double(line) else { throw BenchFailure("no idle CPU from the W8 waiter") }
+            guard try waiter.wait() == 0 else { throw BenchFailure("the W8 waiter failed") }
+            return Observation(latencies: latencies, cpuPercent: cpuMicros / (bench.sizes.idleSeconds * 1e6) * 100)
+        }
+    }
+}
+
+/// Stores handed to other threads. @unchecked Sendable: each thread uses its own element (or a
+/// store that is safe to share: the ledger, raw LMDB with MDB_NOTLS, the rewrite's file lock).
+final class Handles: @unchecked Sendable {
+    let stores: [Store]
+    init(_ stores: [Store]) { self.stores = stores }
+}
+
+final class StopFlag: @unchecked Sendable {
+    // @unchecked: every access holds `lock`.
+    private let lock = NSLock()
+    private var value = false
+    func set() { lock.lock(); value = true; lock.unlock() }
+    var isSet: Bool { lock.lock(); defer { lock.unlock() }; return value }
+}

@@ -1,0 +1,163 @@
+// ledger-bench: the ledger side by side with raw LMDB, SQLite (WAL, FULL and NORMAL) and the
+// whole-file rewrite, eight workloads, interleaved, in one run.
+//
+//   swift run -c release ledger-bench [--quick] [--json] [--repetitions N] [--workloads W1,W4]
+//                                     [--svg PATH] [--directory PATH]
+//
+// Tables go to stdout (with --json: one JSON object per measurement per line on stdout, tables
+// on stderr). See docs/benchmarks.md.
+import Foundation
+import InboxLedger
+
+struct Options {
+    var quick = false
+    var json = false
+    var repetitions: Int?
+    var workloads: Set<String>?
+    var svg: String?
+    var directory: String?
+
+    static let usage = """
+        usage: ledger-bench [--quick] [--json] [--repetitions N] [--workloads W1,W2-1,...] [--svg PATH] [--directory PATH]
+          --quick          every workload briefly (CI: proves the tool works, checks no speed)
+          --json           one JSON object per measurement per line on stdout (tables on stderr)
+          --repetitions N  repetitions of each workload (default 3; --quick 1)
+          --workloads L    only these (W1 W2-1 W2-8 W3 W4 W5 W6 W7 W8; a prefix like W2 selects both)
+          --svg PATH       write a chart of the speeds relative to the ledger
+          --directory PATH scratch directory (default: a new one under $TMPDIR, removed after)
+        """
+
+    init(_ arguments: ArraySlice<String>) throws {
+        var i = arguments.startIndex
+        func value() throws -> String {
+            i += 1
+            guard i < arguments.endIndex else { throw BenchFailure("\(arguments[i - 1]) needs a value\n\(Options.usage)") }
+            return arguments[i]
+        }
+        while i < arguments.endIndex {
+            switch arguments[i] {
+            case "--quick": quick = true
+            case "--json": json = true
+            case "--repetitions":
+                guard let n = Int(try value()), n > 0 else { throw BenchFailure("--repetitions needs a positive number") }
+                repetitions = n
+            case "--workloads": workloads = Set(try value().split(separator: ",").map { $0.uppercased() })
+            case "--svg": svg = try value()
+            case "--directory": directory = try value()
+            case "-h", "--help": print(Options.usage); exit(0)
+            default: throw BenchFailure("unknown argument \(arguments[i])\n\(Options.usage)")
+            }
+            i += 1
+        }
+    }
+
+    func selects(_ id: String) -> Bool {
+        guard let workloads else { return true }
+        return workloads.contains { id == $0 || id.hasPrefix($0 + "-") }
+    }
+}
+
+/// Human-readable output: stdout, or stderr when stdout carries JSON.
+func say(_ text: String, json: Bool) {
+    if json {
+        FileHandle.standardError.write(Data((text + "\n").utf8))
+    } else {
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+}
+
+func run(_ options: Options) throws {
+    var sizes = options.quick ? Sizes.quick : Sizes()
+    if let repetitions = options.repetitions { sizes.repetitions = repetitions }
+    let root = options.directory ?? NSTemporaryDirectory() + "ledger-bench-\(getpid())"
+    try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    defer { if options.directory == nil { try? FileManager.default.removeItem(atPath: root) } }
+
+    let bench = Bench(root: root, sizes: sizes)
+    let selected = bench.workloads.filter { options.selects($0.id) }
+    guard !selected.isEmpty else { throw BenchFailure("no workload matches \(options.workloads ?? [])") }
+    say("ledger-bench: \(options.quick ? "quick" : "full") run, \(sizes.repetitions) repetition(s), LMDB \(lmdbVersion()), SQLite \(sqliteVersion()), scratch \(root)\n", json: options.json)
+
+    var all: [Measurement] = []
+    for workload in selected {
+        for system in workload.systems { try workload.prepare?(system, bench) }
+        var observations: [SystemKind: [Observation]] = [:]
+        for rep in 0..<min(sizes.repetitions, workload.maxRepetitions ?? .max) {
+            for system in workload.systems {  // interleaved: every system once per repetition
+                observations[system, default: []].append(try workload.run(system, rep, bench))
+            }
+        }
+        let rows = workload.systems.map { Measurement(workload: workload, system: $0, observations: observations[$0] ?? []) }
+        all += rows
+        say(table(workload, rows), json: options.json)
+        if options.json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            for row in rows { FileHandle.standardOutput.write(try encoder.encode(row) + Data("\n".utf8)) }
+        }
+    }
+    say(targets(all), json: options.json)
+    if let svg = options.svg {
+        let title = "ledger-bench \(options.quick ? "(quick) " : "")— speed relative to the ledger (log scale; right of 1× is faster)"
+        try svgChart(selected, all, title: title).write(toFile: svg, atomically: true, encoding: .utf8)
+        say("chart written to \(svg)", json: options.json)
+    }
+}
+
+// MARK: - Child processes (this executable, started by W3, W5 and W8)
+
+func child(_ arguments: [String]) async throws {
+    func argument(_ i: Int) throws -> String {
+        guard i < arguments.count else { throw BenchFailure("child: missing argument \(i)") }
+        return arguments[i]
+    }
+    func emit(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+    switch try argument(0) {
+    case "w3":  // system directory firstDelta count: append batches when told, print own p99
+        guard let system = SystemKind(rawValue: try argument(1)), let first = Int(try argument(3)), let count = Int(try argument(4)) else {
+            throw BenchFailure("child w3: bad arguments")
+        }
+        let store = try openStore(system, directory: try argument(2))
+        let batches = stride(from: first, to: first + count, by: 1000).map { Inbox.deltas($0..<min($0 + 1000, first + count)) }
+        emit("ready")
+        guard readLine() == "go" else { throw BenchFailure("child w3: no go") }
+        var latencies: [Double] = []
+        for batch in batches { latencies.append(try timeMicros { try store.appendBatch(batch[...]) }) }
+        emit(String(percentile(latencies, 0.99) ?? 0))
+    case "w5":  // system directory: open, read the widget, exit
+        guard let system = SystemKind(rawValue: try argument(1)) else { throw BenchFailure("child w5: bad system") }
+        let rows = try openStore(system, directory: try argument(2)).readWidget()
+        guard rows == 10 else { throw BenchFailure("child w5: read \(rows) rows") }
+        emit(String(peakRSSBytes()))
+    case "w8":  // directory rounds idleSeconds: print the monotonic time of each wake-up, then idle CPU
+        guard let rounds = Int(try argument(2)), let idle = Double(try argument(3)) else { throw BenchFailure("child w8: bad arguments") }
+        let ledger = try Ledger(path: try argument(1), options: LedgerOptions(role: "waiter"))
+        var seen = try ledger.headSequence()
+        emit("ready")
+        for _ in 0..<rounds {
+            seen = try await ledger.waitForChange(after: seen)
+            emit(String(monotonicNanos()))
+        }
+        // Idle: one task parked in waitForChange, nothing appended for `idle` seconds.
+        let parked = Task { [seen] in try await ledger.waitForChange(after: seen) }
+        try await Task.sleep(for: .milliseconds(50))
+        let cpu0 = processCPUMicros()
+        try await Task.sleep(for: .seconds(idle))
+        emit(String(processCPUMicros() - cpu0))
+        parked.cancel()
+    default:
+        throw BenchFailure("unknown child mode \(arguments.first ?? "")")
+    }
+}
+
+do {
+    let arguments = CommandLine.arguments.dropFirst()
+    if arguments.first == "_child" {
+        try await child(Array(arguments.dropFirst()))
+    } else {
+        try run(try Options(arguments))
+    }
+} catch {
+    FileHandle.standardError.write(Data("ledger-bench: \(error)\n".utf8))
+    exit(1)
+}
