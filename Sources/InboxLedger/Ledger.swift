@@ -174,7 +174,7 @@ public final class Ledger: Sendable {
                 guard formatBytes.count == 4, let format = r.u32le() else {
                     throw LedgerError.notALedger(path: path, reason: "unreadable format version")
                 }
-                let id = try txn.get(meta, key: Schema.MetaKey.ledgerID).flatMap { String(validating: $0, as: UTF8.self) } ?? ""
+                let id = try txn.get(meta, key: Schema.MetaKey.ledgerID).flatMap { String(utf8: $0) } ?? ""
                 let created = try txn.readUInt64(meta, Schema.MetaKey.createdAt) ?? 0
                 return LedgerMetadata(formatVersion: format, ledgerID: id, createdAtMicros: Int64(bitPattern: created))
             }

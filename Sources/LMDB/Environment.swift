@@ -201,6 +201,13 @@ public final class Environment: Sendable {
     }
 }
 
+/// A reset read transaction in the pool. @unchecked Sendable: a pooled transaction is inactive
+/// and owned by the pool; whoever pops it is its only user until it is pushed back (MDB_NOTLS
+/// lets it be renewed on any thread).
+struct IdleReader: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
 /// The single `MDB_env` of one directory in this process.
 final class SharedEnvironment: @unchecked Sendable {
     // @unchecked: `env` is a C handle that LMDB allows to be used from any thread (with
@@ -215,6 +222,11 @@ final class SharedEnvironment: @unchecked Sendable {
     let databases = Mutex<[String: Database]>([:])
     let attachments = Mutex<[String: any AnyObject & Sendable]>([:])
     let currentDurability: Mutex<Durability>
+    /// Reset read transactions kept for reuse (`mdb_txn_renew` instead of `mdb_txn_begin`): a
+    /// reset transaction keeps its reader slot but pins no snapshot.
+    private let idleReaders = Mutex<[IdleReader]>([])
+    /// At most this many reset read transactions are kept (each holds a reader slot).
+    static let idleReaderLimit = 4
     /// Handles alive; guarded by the registry's lock.
     var handleCount = 0
 
@@ -227,7 +239,39 @@ final class SharedEnvironment: @unchecked Sendable {
         self.currentDurability = Mutex(durability)
     }
 
-    func close() { mdb_env_close(env) }
+    func close() {
+        dropIdleReaders()
+        mdb_env_close(env)
+    }
+
+    /// Frees the reset read transactions (before the map changes or the environment closes).
+    private func dropIdleReaders() {
+        for idle in idleReaders.withLock({ pool in defer { pool = [] }; return pool }) { mdb_txn_abort(idle.pointer) }
+    }
+
+    /// A read transaction: a reset one renewed, or a new one. Called under `gate` (shared).
+    private func beginRead() -> (Int32, OpaquePointer?) {
+        if let idle = idleReaders.withLock({ $0.popLast() })?.pointer {
+            let code = mdb_txn_renew(idle)
+            if code == 0 { return (0, idle) }
+            mdb_txn_abort(idle)
+            if code == MDB_MAP_RESIZED { return (code, nil) }
+        }
+        var txnPointer: OpaquePointer?
+        let code = mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txnPointer)
+        return (code, txnPointer)
+    }
+
+    /// Ends a read transaction, keeping it (reset) for the next `beginRead` when the pool has room.
+    private func endRead(_ txn: OpaquePointer) {
+        mdb_txn_reset(txn)
+        let kept = idleReaders.withLock { pool in
+            guard pool.count < Self.idleReaderLimit else { return false }
+            pool.append(IdleReader(pointer: txn))
+            return true
+        }
+        if !kept { mdb_txn_abort(txn) }
+    }
 
     func mapSize() -> Int {
         var info = MDB_envinfo()
@@ -291,6 +335,7 @@ final class SharedEnvironment: @unchecked Sendable {
     /// Takes another process's larger map (`mdb_env_set_mapsize(env, 0)`).
     func adoptMapSize() throws(LMDBError) {
         try gate.withExclusive { () throws(LMDBError) in
+            dropIdleReaders()
             try check(mdb_env_set_mapsize(env, 0))
         }
     }
@@ -301,6 +346,7 @@ final class SharedEnvironment: @unchecked Sendable {
             let current = mapSize()
             if current > seen { return }
             guard current < maxMapSize else { throw .mapFull }
+            dropIdleReaders()
             let target = min(maxMapSize, max(current * 2, current + (1 << 20)))
             try check(mdb_env_set_mapsize(env, target))
         }
@@ -312,8 +358,7 @@ final class SharedEnvironment: @unchecked Sendable {
             attempts += 1
             var resized = false
             let result: T? = try gate.withShared {
-                var txnPointer: OpaquePointer?
-                let code = mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txnPointer)
+                let (code, txnPointer) = beginRead()
                 if code == MDB_MAP_RESIZED, attempts < 100 { resized = true; return nil }
                 if code == MDB_READERS_FULL, attempts < 100 {
                     _ = try? clearStaleReaders()
@@ -325,7 +370,7 @@ final class SharedEnvironment: @unchecked Sendable {
                 let txn = Transaction(pointer: txnPointer, isReadOnly: true)
                 defer {
                     txn.isLive = false
-                    mdb_txn_abort(txnPointer)
+                    endRead(txnPointer)
                 }
                 return try body(txn)
             }

@@ -42,20 +42,28 @@ public final class Transaction {
         try check(code)
     }
 
+    // Every operation has a `[UInt8]` form that does the work and a generic form that copies
+    // its collection into an array and calls it: callers with arrays (all of the ledger's) get
+    // the concrete, specialised call instead of a generic one through witness tables.
+
     /// The value stored under `key`, copied out, or `nil`.
-    public func get(_ database: Database, key: some Collection<UInt8>) throws(LMDBError) -> [UInt8]? {
+    public func get(_ database: Database, key: [UInt8]) throws(LMDBError) -> [UInt8]? {
         try ensureLive()
         return try withValue(database, key: key) { $0.map { Array($0) } }
+    }
+
+    /// The value stored under `key`, copied out, or `nil`.
+    public func get(_ database: Database, key: some Collection<UInt8>) throws(LMDBError) -> [UInt8]? {
+        try get(database, key: Array(key))
     }
 
     /// Runs `body` with a view of the stored value (or `nil`), valid only during `body`.
     /// Use it to decode without an intermediate copy.
     func withValue<T>(
-        _ database: Database, key: some Collection<UInt8>,
+        _ database: Database, key keyBytes: [UInt8],
         _ body: (UnsafeRawBufferPointer?) throws(LMDBError) -> T
     ) throws(LMDBError) -> T {
         try ensureLive()
-        let keyBytes = Array(key)
         var data = MDB_val()
         let code = keyBytes.withUnsafeBytes { k -> Int32 in
             var keyValue = MDB_val(mv_size: k.count, mv_data: UnsafeMutableRawPointer(mutating: k.baseAddress))
@@ -67,13 +75,8 @@ public final class Transaction {
     }
 
     /// Stores `value` under `key`.
-    public func put(
-        _ database: Database, key: some Collection<UInt8>, value: some Collection<UInt8>,
-        flags: WriteFlags = []
-    ) throws(LMDBError) {
+    public func put(_ database: Database, key keyBytes: [UInt8], value valueBytes: [UInt8], flags: WriteFlags = []) throws(LMDBError) {
         try ensureWritable()
-        let keyBytes = Array(key)
-        let valueBytes = Array(value)
         let code = keyBytes.withUnsafeBytes { k in
             valueBytes.withUnsafeBytes { v in
                 var keyValue = MDB_val(mv_size: k.count, mv_data: UnsafeMutableRawPointer(mutating: k.baseAddress))
@@ -84,11 +87,24 @@ public final class Transaction {
         try note(code)
     }
 
+    /// Stores `value` under `key`.
+    public func put(
+        _ database: Database, key: some Collection<UInt8>, value: some Collection<UInt8>,
+        flags: WriteFlags = []
+    ) throws(LMDBError) {
+        try put(database, key: Array(key), value: Array(value), flags: flags)
+    }
+
     /// Deletes `key`. Returns whether it existed.
     @discardableResult
     public func delete(_ database: Database, key: some Collection<UInt8>) throws(LMDBError) -> Bool {
+        try delete(database, key: Array(key))
+    }
+
+    /// Deletes `key`. Returns whether it existed.
+    @discardableResult
+    public func delete(_ database: Database, key keyBytes: [UInt8]) throws(LMDBError) -> Bool {
         try ensureWritable()
-        let keyBytes = Array(key)
         let code = keyBytes.withUnsafeBytes { k in
             var keyValue = MDB_val(mv_size: k.count, mv_data: UnsafeMutableRawPointer(mutating: k.baseAddress))
             return mdb_del(pointer, database.handle, &keyValue, nil)

@@ -46,7 +46,7 @@ enum Inbox {
         let kind = i % senders.count
         let message = Message(
             id: "msg-\(String(i % distinctMessages, radix: 16))-\(kind)",
-            title: String(format: titles[kind], 10_000 + i % 90_000),
+            title: titles[kind].replacingOccurrences(of: "%d", with: String(10_000 + i % 90_000)),
             subheading: subheadings[kind],
             iconURL: "https://cdn.example.com/inbox/icons/\(senders[kind].lowercased().replacingOccurrences(of: " ", with: "-"))@3x.png",
             sentAt: 1_795_000_000_000_000 + Int64(i) * 1_000_000,
@@ -57,18 +57,9 @@ enum Inbox {
 
     static func deltas(_ range: Range<Int>) -> [SyncDelta] { range.map(delta) }
 
+    /// The JSON the ledger is given. (The generated texts hold no `"` or `\\` to escape.)
     private static func payload(_ m: Message) -> [UInt8] {
-        func quoted(_ s: String) -> String {
-            var out = "\""
-            for c in s.unicodeScalars {
-                switch c {
-                case "\"": out += "\\\""
-                case "\\": out += "\\\\"
-                default: out.unicodeScalars.append(c)
-                }
-            }
-            return out + "\""
-        }
+        func quoted(_ s: String) -> String { "\"" + s + "\"" }
         let json = #"{"mode":"delta","messages":[{"id":\#(quoted(m.id)),"title":\#(quoted(m.title)),"subheading":\#(quoted(m.subheading)),"iconURL":\#(quoted(m.iconURL)),"sentAt":\#(quoted(isoDate(m.sentAt))),"read":\#(m.read)}]}"#
         return Array(json.utf8)
     }
@@ -77,7 +68,7 @@ enum Inbox {
         var seconds = time_t(micros / 1_000_000)
         var parts = tm()
         gmtime_r(&seconds, &parts)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
-                      parts.tm_hour, parts.tm_min, parts.tm_sec)
+        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
     }
 }

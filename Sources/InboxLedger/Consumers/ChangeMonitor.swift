@@ -11,8 +11,8 @@ import Darwin
 ///
 /// One per directory per process. While anyone waits, a watcher thread sleeps in `poll` on an
 /// inotify watch of `data.mdb` (LMDB writes the file on every commit, the meta page last), and
-/// re-reads the head on each change; a 250 ms timeout is the safety net. With no waiters the
-/// thread exits. On platforms without inotify the watcher polls the head every 20 ms.
+/// re-reads the head on each change; a 250 ms timeout is the safety net. The thread exits two
+/// seconds after the last waiter left. On platforms without inotify the watcher polls the head every 20 ms.
 final class ChangeMonitor: Sendable {
     private struct Waiter {
         var after: UInt64
@@ -85,6 +85,10 @@ final class ChangeMonitor: Sendable {
         for continuation in ready { continuation.resume(returning: head) }
     }
 
+    /// How long the watcher thread outlives its last waiter: a consumer that waits again right
+    /// after each wake-up keeps one thread and one watch instead of starting a new one per event.
+    static let lingerSeconds = 2.0
+
     private func watch() {
         #if canImport(Glibc)
         let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
@@ -92,13 +96,23 @@ final class ChangeMonitor: Sendable {
         defer { if fd >= 0 { close(fd) } }
         var buffer = [UInt8](repeating: 0, count: 4096)
         #endif
+        // A commit between a waiter's registration and the watch above raised no event: look
+        // once now (without this, such a waiter slept until the 250 ms safety net).
+        check()
+        var idleSince: Double?
         while true {
             let done = state.withLock { s -> Bool in
-                if s.waiters.isEmpty {
+                guard s.waiters.isEmpty else {
+                    idleSince = nil
+                    return false
+                }
+                let now = monotonicSeconds()
+                if let since = idleSince, now - since >= Self.lingerSeconds {
                     s.watcherRunning = false
                     s.readHead = nil
                     return true
                 }
+                if idleSince == nil { idleSince = now }
                 return false
             }
             if done { return }

@@ -51,7 +51,7 @@ enum JSONParser {
 
         mutating func object(depth: Int) throws(Failure) -> JSONValue {
             index += 1
-            var fields: [String: JSONValue] = [:]
+            var fields = [String: JSONValue](minimumCapacity: 8)  // an event's objects are small: no regrowth
             skipWhitespace()
             if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return .object(fields) }
             while true {
@@ -114,7 +114,7 @@ enum JSONParser {
                 if c == UInt8(ascii: "\"") {
                     let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
                     index += 1
-                    guard let s = String(validating: slice, as: UTF8.self) else { throw Failure() }
+                    guard let s = String(utf8: slice) else { throw Failure() }
                     return s
                 }
                 if c == UInt8(ascii: "\\") || c < 0x20 { break }
@@ -126,7 +126,7 @@ enum JSONParser {
                 index += 1
                 switch c {
                 case UInt8(ascii: "\""):
-                    guard let s = String(validating: out, as: UTF8.self) else { throw Failure() }
+                    guard let s = String(utf8: out) else { throw Failure() }
                     return s
                 case UInt8(ascii: "\\"):
                     guard index < bytes.count else { throw Failure() }

@@ -74,9 +74,9 @@ enum EventRecord {
               let typeLength = r.u16le(), let roleLength = r.u16le(), let keyLength = r.u16le()
         else { return nil }
         var body = ByteReader(bytes, offset: headerSize)
-        guard let t = body.take(Int(typeLength)), let type = String(validating: t, as: UTF8.self),
-              let o = body.take(Int(roleLength)), let role = String(validating: o, as: UTF8.self),
-              let k = body.take(Int(keyLength)), let key = String(validating: k, as: UTF8.self)
+        guard let t = body.take(Int(typeLength)), let type = String(utf8: t),
+              let o = body.take(Int(roleLength)), let role = String(utf8: o),
+              let k = body.take(Int(keyLength)), let key = String(utf8: k)
         else { return nil }
         return (type, role, flags & flagHasKey != 0 ? key : nil)
     }
@@ -98,11 +98,11 @@ enum EventRecord {
         guard stored == computed else { return .failure(.checksumMismatch(stored: stored, computed: computed)) }
         guard flags & ~flagHasKey == 0 else { return .failure(.invalidFlags(flags)) }
         guard storedSequence == sequence else { return .failure(.sequenceMismatch(stored: storedSequence)) }
-        guard let typeBytes = r.take(Int(typeLength)), let type = String(validating: typeBytes, as: UTF8.self)
+        guard let typeBytes = r.take(Int(typeLength)), let type = String(utf8: typeBytes)
         else { return .failure(.invalidText("type")) }
-        guard let roleBytes = r.take(Int(roleLength)), let role = String(validating: roleBytes, as: UTF8.self)
+        guard let roleBytes = r.take(Int(roleLength)), let role = String(utf8: roleBytes)
         else { return .failure(.invalidText("origin role")) }
-        guard let keyBytes = r.take(Int(keyLength)), let keyText = String(validating: keyBytes, as: UTF8.self)
+        guard let keyBytes = r.take(Int(keyLength)), let keyText = String(utf8: keyBytes)
         else { return .failure(.invalidText("key")) }
         let payload = Array(r.take(Int(payloadLength)) ?? [])
         return .success(Event(

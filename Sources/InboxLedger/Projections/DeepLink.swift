@@ -55,6 +55,6 @@ public enum DeepLink {
                 bytes.append(c)
             }
         }
-        return String(validating: bytes, as: UTF8.self)
+        return String(utf8: bytes)
     }
 }

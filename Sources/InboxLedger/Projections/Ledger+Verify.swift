@@ -69,7 +69,7 @@ extension Ledger {
     private func firstDifference(_ table: ProjectionTable, expected: [(key: [UInt8], value: [UInt8])],
                                  actual: [(key: [UInt8], value: [UInt8])]) -> ProjectionMismatch? {
         func printable(_ key: [UInt8]) -> String {
-            if let text = String(validating: key, as: UTF8.self), text.unicodeScalars.allSatisfy({ $0.value >= 0x20 }) { return text }
+            if let text = String(utf8: key), text.unicodeScalars.allSatisfy({ $0.value >= 0x20 }) { return text }
             return key.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
         }
         var i = 0, j = 0

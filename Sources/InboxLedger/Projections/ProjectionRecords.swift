@@ -223,15 +223,14 @@ struct ProjectionState: Hashable, Sendable {
 
 extension ByteWriter {
     mutating func string(_ s: String) {
-        let bytes = Array(s.utf8)
-        u32le(UInt32(bytes.count))
-        append(bytes)
+        u32le(UInt32(s.utf8.count))
+        bytes.append(contentsOf: s.utf8)
     }
 }
 
 extension ByteReader {
     mutating func string() -> String? {
         guard let n = u32le(), let bytes = take(Int(n)) else { return nil }
-        return String(validating: bytes, as: UTF8.self)
+        return String(utf8: bytes)
     }
 }
