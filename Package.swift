@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "LMDB", targets: ["LMDB"]),
         .executable(name: "ledger", targets: ["ledger"]),
         .executable(name: "ledger-bench", targets: ["ledger-bench"]),
+        .executable(name: "ledger-bench-cold", targets: ["ledger-bench-cold"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -36,7 +37,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["InboxLedger"], path: "Tests/TestSupport"),
         .testTarget(name: "LMDBTests", dependencies: ["LMDB", "CLMDB", "TestSupport", "LedgerTestAgent"]),
         .testTarget(name: "InboxLedgerTests", dependencies: ["InboxLedger", "LMDB", "TestSupport", "LedgerTestAgent", "ledger"]),
-        .testTarget(name: "LedgerCLITests", dependencies: ["TestSupport", "ledger"]),
+        .testTarget(name: "LedgerCLITests", dependencies: ["TestSupport", "ledger", "ledger-bench", "ledger-bench-cold"]),
         // package-benchmark suite: `swift package benchmark`.
         .executableTarget(
             name: "LedgerBenchmarks",
@@ -54,7 +55,10 @@ let package = Package(
         // `swift run -c release ledger-bench` (see docs/benchmarks.md).
         // (Under Tools/: package-benchmark runs every executable directly under Benchmarks/.)
         // The raw-LMDB baseline uses the C API directly, on purpose: it is the physical limit.
-        .executableTarget(name: "ledger-bench", dependencies: ["InboxLedger", "CLMDB", "CSQLite"], path: "Tools/ledger-bench"),
+        .target(name: "LedgerBenchSupport", dependencies: ["InboxLedger", "CLMDB", "CSQLite"], path: "Tools/ledger-bench-support"),
+        .executableTarget(name: "ledger-bench", dependencies: ["LedgerBenchSupport", "InboxLedger"], path: "Tools/ledger-bench"),
+        // W5's cold reader: a process as small as a widget's (no Foundation, only its essentials).
+        .executableTarget(name: "ledger-bench-cold", dependencies: ["LedgerBenchSupport"], path: "Tools/ledger-bench-cold"),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,5 +1,6 @@
 // Clocks, statistics, child processes.
 import Foundation
+import LedgerBenchSupport
 
 /// CLOCK_MONOTONIC in nanoseconds: one clock for every process on the machine, so a time taken
 /// in one process can be compared with a time taken in another (W8).
@@ -32,13 +33,10 @@ func processCPUMicros() -> Double {
     return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e6 + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec)
 }
 
-/// This process's peak resident memory (VmHWM), in bytes. Not `getrusage`'s ru_maxrss: Linux
-/// carries that across `exec`, so a spawned child would report its parent's peak.
-func peakRSSBytes() -> Int {
-    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-          let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-          let kib = Int(line.split(separator: " ").dropFirst().first ?? "") else { return 0 }
-    return kib * 1024
+/// W5's cold reader, built next to this tool.
+func coldReaderPath() -> String {
+    let me = executablePath()
+    return String(me[..<(me.lastIndex(of: "/") ?? me.startIndex)]) + "/ledger-bench-cold"
 }
 
 /// The path of this executable (children are this tool in a child mode).
@@ -56,7 +54,8 @@ final class Child {
     private let output: Int32
     private var buffered: [UInt8] = []
 
-    init(_ arguments: [String]) throws {
+    /// Starts `executable` (this tool by default) with `arguments`.
+    init(_ arguments: [String], executable: String = executablePath()) throws {
         var toChild: [Int32] = [0, 0], fromChild: [Int32] = [0, 0]
         guard pipe(&toChild) == 0, pipe(&fromChild) == 0 else { throw BenchFailure("pipe: errno \(errno)") }
         var actions = posix_spawn_file_actions_t()
@@ -65,7 +64,7 @@ final class Child {
         posix_spawn_file_actions_adddup2(&actions, toChild[0], 0)
         posix_spawn_file_actions_adddup2(&actions, fromChild[1], 1)
         for fd in toChild + fromChild { posix_spawn_file_actions_addclose(&actions, fd) }
-        let path = executablePath()
+        let path = executable
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
         var pid: pid_t = 0

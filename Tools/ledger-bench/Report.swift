@@ -1,5 +1,6 @@
 // Aggregation over repetitions, the tables, the targets, JSON lines and the SVG chart.
 import Foundation
+import LedgerBenchSupport
 
 /// One row of the output: `--json` prints one of these per line.
 struct Measurement: Codable {

@@ -1,6 +1,7 @@
 // The eight workloads. Each repetition runs every system once, interleaved, on the same data.
 import Foundation
 import InboxLedger
+import LedgerBenchSupport
 
 /// Sizes of a run: the full run, or `--quick` (every workload briefly, for CI).
 struct Sizes {
@@ -182,7 +183,7 @@ final class Bench {
             var peak = 0
             for _ in 0..<bench.sizes.coldStarts {
                 let t0 = monotonicNanos()
-                let child = try Child(["_child", "w5", system.rawValue, bench.directory("widget", system)])
+                let child = try Child([system.rawValue, bench.directory("widget", system)], executable: coldReaderPath())
                 let rss = child.readLine().flatMap { Int($0) }
                 let status = try child.wait()
                 latencies.append(Double(monotonicNanos() - t0) / 1000)

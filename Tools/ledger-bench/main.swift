@@ -8,6 +8,7 @@
 // on stderr). See docs/benchmarks.md.
 import Foundation
 import InboxLedger
+import LedgerBenchSupport
 
 struct Options {
     var quick = false
@@ -104,7 +105,7 @@ func run(_ options: Options) throws {
     }
 }
 
-// MARK: - Child processes (this executable, started by W3, W5 and W8)
+// MARK: - Child processes (this executable, started by W3 and W8; W5 starts ledger-bench-cold)
 
 func child(_ arguments: [String]) async throws {
     func argument(_ i: Int) throws -> String {
@@ -124,11 +125,6 @@ func child(_ arguments: [String]) async throws {
         var latencies: [Double] = []
         for batch in batches { latencies.append(try timeMicros { try store.appendBatch(batch[...]) }) }
         emit(String(percentile(latencies, 0.99) ?? 0))
-    case "w5":  // system directory: open, read the widget, exit
-        guard let system = SystemKind(rawValue: try argument(1)) else { throw BenchFailure("child w5: bad system") }
-        let rows = try openStore(system, directory: try argument(2)).readWidget()
-        guard rows == 10 else { throw BenchFailure("child w5: read \(rows) rows") }
-        emit(String(peakRSSBytes()))
     case "w8":  // directory rounds idleSeconds: print the monotonic time of each wake-up, then idle CPU
         guard let rounds = Int(try argument(2)), let idle = Double(try argument(3)) else { throw BenchFailure("child w8: bad arguments") }
         let ledger = try Ledger(path: try argument(1), options: LedgerOptions(role: "waiter"))

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A message as the server lists it, carried by ``InboxSync``.
 public struct InboxMessage: Hashable, Sendable, Encodable {

@@ -1,9 +1,14 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The JSON form of an event, one per line: `{"type": "<name>", "data": <any JSON>, "key": "<optional>"}`.
 ///
-/// `data` is stored as canonical JSON (sorted keys, no insignificant whitespace), so the same
-/// content always gives the same payload bytes and idempotent retries are recognised.
+/// `data` is stored as canonical JSON (object keys sorted by their UTF-8 bytes, no insignificant
+/// whitespace, integers without a fraction), so the same content always gives the same payload
+/// bytes and idempotent retries are recognised.
 ///
 /// ```swift
 /// let event = try EventJSON.parse(#"{"type":"badge.adjusted","data":{"delta":1},"key":"push-7"}"#)
@@ -11,59 +16,111 @@ import Foundation
 public enum EventJSON {
     /// Parses one JSON line into an event. `index` names the event in errors.
     public static func parse(_ line: some StringProtocol, index: Int = 0) throws(LedgerError) -> NewEvent {
-        try parse(Data(line.utf8), index: index)
+        try parse(bytes: Array(line.utf8), index: index)
     }
 
     /// Parses one JSON document (UTF-8 bytes) into an event.
     public static func parse(_ data: Data, index: Int = 0) throws(LedgerError) -> NewEvent {
-        let object: Any
-        do {
-            object = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
-        } catch {
+        try parse(bytes: Array(data), index: index)
+    }
+
+    static func parse(bytes: [UInt8], index: Int) throws(LedgerError) -> NewEvent {
+        let document: JSONValue
+        do { document = try JSONParser.parse(bytes) } catch {
             throw .invalidEvent(index: index, field: "json", reason: "malformed JSON")
         }
-        guard let fields = object as? [String: Any] else {
+        guard case .object(let fields) = document else {
             throw .invalidEvent(index: index, field: "json", reason: "expected an object like {\"type\": …, \"data\": …}")
         }
-        for name in fields.keys where !["type", "data", "key"].contains(name) {
+        for name in fields.keys.sorted() where !["type", "data", "key"].contains(name) {
             throw .invalidEvent(index: index, field: name, reason: "unknown field (expected type, data, key)")
         }
         guard let typeValue = fields["type"] else { throw .invalidEvent(index: index, field: "type", reason: "missing") }
-        guard let type = typeValue as? String else { throw .invalidEvent(index: index, field: "type", reason: "must be a string") }
-        guard let dataValue = fields["data"] else { throw .invalidEvent(index: index, field: "data", reason: "missing") }
+        guard case .string(let type) = typeValue else { throw .invalidEvent(index: index, field: "type", reason: "must be a string") }
+        guard let data = fields["data"] else { throw .invalidEvent(index: index, field: "data", reason: "missing") }
         var key: String?
-        if let keyValue = fields["key"], !(keyValue is NSNull) {
-            guard let k = keyValue as? String else { throw .invalidEvent(index: index, field: "key", reason: "must be a string") }
-            key = k
+        switch fields["key"] {
+        case nil, .null?: break
+        case .string(let k)?: key = k
+        default: throw .invalidEvent(index: index, field: "key", reason: "must be a string")
         }
-        return NewEvent(type: type, payload: try canonical(dataValue, index: index), key: key)
+        return NewEvent(type: type, payload: canonicalBytes(data), key: key)
     }
 
-    /// The canonical form of a JSON document (sorted keys, no insignificant whitespace).
+    /// The canonical form of a JSON document.
     static func canonicalize(_ bytes: [UInt8]) throws(LedgerError) -> [UInt8] {
-        let value: Any
-        do { value = try JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed]) } catch {
+        do { return canonicalBytes(try JSONParser.parse(bytes)) } catch {
             throw .invalidEvent(index: 0, field: "data", reason: "malformed JSON")
         }
-        return try canonical(value, index: 0)
     }
 
     /// Canonical JSON bytes of a ``JSONValue``.
     static func encodeCanonical(_ value: JSONValue) throws(LedgerError) -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        do { return try canonicalize(Array(encoder.encode(value))) } catch {
+        if case .number(let d) = value, !d.isFinite {
             throw .invalidEvent(index: 0, field: "data", reason: "cannot be encoded as JSON")
+        }
+        return canonicalBytes(value)
+    }
+
+    /// Writes `value` canonically. Non-finite numbers (which the parser never produces) are
+    /// written as `null`.
+    static func canonicalBytes(_ value: JSONValue) -> [UInt8] {
+        var out: [UInt8] = []
+        write(value, to: &out)
+        return out
+    }
+
+    private static func write(_ value: JSONValue, to out: inout [UInt8]) {
+        switch value {
+        case .null: out += Array("null".utf8)
+        case .bool(let b): out += Array((b ? "true" : "false").utf8)
+        case .integer(let i): out += Array(String(i).utf8)
+        case .number(let d):
+            if !d.isFinite {
+                out += Array("null".utf8)
+            } else if d.rounded() == d, abs(d) < 9_007_199_254_740_992 {
+                out += Array(String(Int64(d)).utf8)  // 2.0 and 2 are one number
+            } else {
+                out += Array(String(d).utf8)
+            }
+        case .string(let s): writeString(s, to: &out)
+        case .array(let items):
+            out.append(UInt8(ascii: "["))
+            for (i, item) in items.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                write(item, to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let fields):
+            out.append(UInt8(ascii: "{"))
+            for (i, (key, item)) in fields.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }).enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                writeString(key, to: &out)
+                out.append(UInt8(ascii: ":"))
+                write(item, to: &out)
+            }
+            out.append(UInt8(ascii: "}"))
         }
     }
 
-    /// Canonical JSON bytes of a parsed JSON value.
-    static func canonical(_ value: Any, index: Int) throws(LedgerError) -> [UInt8] {
-        do {
-            let data = try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .fragmentsAllowed, .withoutEscapingSlashes])
-            return Array(data)
-        } catch {
-            throw .invalidEvent(index: index, field: "data", reason: "cannot be encoded as JSON")
+    /// A JSON string: `"` and `\` escaped, control characters as short escapes or `\u00XX`,
+    /// everything else (including `/` and non-ASCII) as it is.
+    private static func writeString(_ s: String, to out: inout [UInt8]) {
+        let hex = Array("0123456789abcdef".utf8)
+        out.append(UInt8(ascii: "\""))
+        for b in s.utf8 {
+            switch b {
+            case UInt8(ascii: "\""): out += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
+            case UInt8(ascii: "\\"): out += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
+            case 0x0A: out += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
+            case 0x0D: out += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
+            case 0x09: out += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
+            case 0x08: out += [UInt8(ascii: "\\"), UInt8(ascii: "b")]
+            case 0x0C: out += [UInt8(ascii: "\\"), UInt8(ascii: "f")]
+            case ..<0x20: out += Array("\\u00".utf8) + [hex[Int(b >> 4)], hex[Int(b & 0xF)]]
+            default: out.append(b)
+            }
         }
+        out.append(UInt8(ascii: "\""))
     }
 }

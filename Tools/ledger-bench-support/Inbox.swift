@@ -1,28 +1,35 @@
 // The data every system is given: a realistic inbox, generated deterministically.
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// One inbox message as a sync delivers it (the fields a widget row shows).
-struct Message: Codable, Sendable {
-    var id: String
-    var title: String
-    var subheading: String
-    var iconURL: String
+public struct Message: Codable, Sendable {
+    public var id: String
+    public var title: String
+    public var subheading: String
+    public var iconURL: String
     /// Microseconds since 1970.
-    var sentAt: Int64
-    var read: Bool
+    public var sentAt: Int64
+    public var read: Bool
 }
 
 /// One inbox-sync delta carrying one message: the parsed fields (what SQLite and the rewrite
 /// bind or store) and the JSON payload (what the ledger is given), built once, outside timing.
-struct SyncDelta: Sendable {
-    var message: Message
-    var payload: [UInt8]
+public struct SyncDelta: Sendable {
+    public var message: Message
+    public var payload: [UInt8]
 }
 
 /// A deterministic inbox of `distinctMessages` ids: delta `i` (re)delivers message `i % distinct`
 /// with a new date, so the message tables stop growing while the log keeps growing.
-enum Inbox {
-    static let distinctMessages = 500
+public enum Inbox {
+    public static let distinctMessages = 500
 
     private static let senders = ["Order updates", "Your bank", "Travel desk", "Team chat", "Calendar", "Delivery"]
     private static let titles = [
@@ -42,20 +49,20 @@ enum Inbox {
         "Leave it with a neighbour or choose a pick-up point in the app",
     ]
 
-    static func delta(_ i: Int) -> SyncDelta {
+    public static func delta(_ i: Int) -> SyncDelta {
         let kind = i % senders.count
         let message = Message(
             id: "msg-\(String(i % distinctMessages, radix: 16))-\(kind)",
-            title: titles[kind].replacingOccurrences(of: "%d", with: String(10_000 + i % 90_000)),
+            title: titles[kind].replacing("%d", with: String(10_000 + i % 90_000)),
             subheading: subheadings[kind],
-            iconURL: "https://cdn.example.com/inbox/icons/\(senders[kind].lowercased().replacingOccurrences(of: " ", with: "-"))@3x.png",
+            iconURL: "https://cdn.example.com/inbox/icons/\(senders[kind].lowercased().replacing(" ", with: "-"))@3x.png",
             sentAt: 1_795_000_000_000_000 + Int64(i) * 1_000_000,
             read: i % 3 == 0
         )
         return SyncDelta(message: message, payload: payload(message))
     }
 
-    static func deltas(_ range: Range<Int>) -> [SyncDelta] { range.map(delta) }
+    public static func deltas(_ range: Range<Int>) -> [SyncDelta] { range.map(delta) }
 
     /// The JSON the ledger is given. (The generated texts hold no `"` or `\\` to escape.)
     private static func payload(_ m: Message) -> [UInt8] {

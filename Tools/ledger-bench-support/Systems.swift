@@ -1,8 +1,15 @@
 // The systems compared, behind one small interface: each does the same job on the same data.
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import InboxLedger
 
-enum SystemKind: String, CaseIterable, Sendable {
+public enum SystemKind: String, CaseIterable, Sendable {
     /// This project, default durability (LMDB's two syncs per commit).
     case ledger
     /// This project with `LedgerDurability.singleSync` (one sync per commit, `MDB_NOMETASYNC`).
@@ -19,7 +26,7 @@ enum SystemKind: String, CaseIterable, Sendable {
 
 /// What every system can be asked to do. A workload that does not apply to a system is not
 /// asked of it (see `Workload.systems`).
-protocol Store: AnyObject {
+public protocol Store: AnyObject {
     /// Appends the deltas in one transaction, projections included.
     func appendBatch(_ deltas: ArraySlice<SyncDelta>) throws
     /// Appends one delta in its own durable transaction.
@@ -35,7 +42,7 @@ protocol Store: AnyObject {
     func handleForAnotherThread() throws -> Store
 }
 
-func openStore(_ kind: SystemKind, directory: String) throws -> Store {
+public func openStore(_ kind: SystemKind, directory: String) throws -> Store {
     switch kind {
     case .ledger: try LedgerStore(directory: directory, durability: .durable)
     case .ledgerSingleSync: try LedgerStore(directory: directory, durability: .singleSync)
@@ -46,9 +53,9 @@ func openStore(_ kind: SystemKind, directory: String) throws -> Store {
     }
 }
 
-struct BenchFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
+public struct BenchFailure: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
 }
 
 // MARK: - The ledger

@@ -2,7 +2,14 @@
 // number (8-byte big-endian key, MDB_APPEND). No envelope, no checksum, no projections, no
 // idempotency, no group commit. Same durability as the ledger's default (two syncs a commit).
 import CLMDB
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// @unchecked Sendable: the environment is opened with MDB_NOTLS and every transaction is begun
 /// and ended inside one call on the calling thread; LMDB serialises writers itself.
@@ -179,4 +186,4 @@ final class RawLMDBStore: Store, @unchecked Sendable {
     func handleForAnotherThread() throws -> Store { self }
 }
 
-func lmdbVersion() -> String { String(cString: mdb_version(nil, nil, nil)) }
+public func lmdbVersion() -> String { String(cString: mdb_version(nil, nil, nil)) }

@@ -2,7 +2,14 @@
 // statements, one transaction per append doing the ledger's job — the event row plus the
 // projections (messages with a widget-order index, unread count and badge, pending actions).
 import CSQLite
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// One connection. @unchecked Sendable: a connection is used by one thread at a time
 /// (`handleForAnotherThread` opens another connection for another thread).
@@ -224,4 +231,4 @@ extension Bool {
     func ignore() {}
 }
 
-func sqliteVersion() -> String { String(cString: sqlite3_libversion()) }
+public func sqliteVersion() -> String { String(cString: sqlite3_libversion()) }
