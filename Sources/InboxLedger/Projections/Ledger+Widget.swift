@@ -1,3 +1,4 @@
+import Synchronization
 import LMDB
 
 /// One row of the widget's list.
@@ -73,15 +74,21 @@ extension Ledger {
     /// What the widget shows: the top `limit` rows, unread count, badge and version, from one
     /// short read transaction (no log decoding, no lock held afterwards).
     ///
+    /// The last list read in this process is kept: while the projection state is unchanged (one
+    /// key read: any append changes it) and no message expired in between, the read returns
+    /// the kept list instead of decoding the rows again.
+    ///
     /// ```swift
     /// let list = try ledger.widgetList(limit: 5)
     /// for row in list.items { print(row.read ? " " : "•", row.title) }
     /// print("badge", list.badge)
     /// ```
     public func widgetList(limit: Int = 10, now: Timestamp = .now) throws(LedgerError) -> WidgetList {
-        try read("read widget list") { txn in
+        let cache = environment.attachment("InboxLedger.WidgetCache") { WidgetCache() }
+        return try read("read widget list") { txn in
             let store = schema.store(txn)
             let state = try ProjectionState.load(from: store)
+            if let kept = cache.list(state: state, limit: limit, now: now.micros) { return kept }
             let (expiredUnread, nextExpiry) = try expiredUnread(store, now: now.micros)
             var items: [WidgetItem] = []
             if limit > 0 {
@@ -98,10 +105,12 @@ extension Ledger {
                 }
             }
             let unread = max(0, state.unread - expiredUnread)
-            return WidgetList(
+            let list = WidgetList(
                 items: items, unreadCount: Int(unread), badge: Int(state.badge(unread: unread)),
                 version: state.version, updatedAt: state.version == 0 ? nil : Timestamp(micros: state.updatedAt),
                 pendingActions: Int(state.pendingCount), nextExpiry: nextExpiry.map(Timestamp.init(micros:)))
+            cache.keep(list, state: state, limit: limit, now: now.micros)
+            return list
         }
     }
 
@@ -167,5 +176,31 @@ extension Ledger {
             return true
         }
         return (count, next)
+    }
+}
+
+/// The last widget list read in this process (one per environment, shared by every handle).
+final class WidgetCache: Sendable {
+    private struct Entry {
+        var state: ProjectionState
+        var limit: Int
+        var now: Int64
+        var list: WidgetList
+    }
+
+    private let entry = Mutex<Entry?>(nil)
+
+    /// The kept list, if it is what a fresh read at `now` of `state` would return: same state
+    /// (every append changes it), same limit, and no expiry passed since it was read.
+    func list(state: ProjectionState, limit: Int, now: Int64) -> WidgetList? {
+        entry.withLock { e in
+            guard let e, e.state == state, e.limit == limit, e.now <= now else { return nil }
+            if let next = e.list.nextExpiry, now >= next.micros { return nil }
+            return e.list
+        }
+    }
+
+    func keep(_ list: WidgetList, state: ProjectionState, limit: Int, now: Int64) {
+        entry.withLock { $0 = Entry(state: state, limit: limit, now: now, list: list) }
     }
 }
