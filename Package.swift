@@ -10,6 +10,7 @@ let package = Package(
         .executable(name: "ledger", targets: ["ledger"]),
         .executable(name: "ledger-bench", targets: ["ledger-bench"]),
         .executable(name: "ledger-bench-cold", targets: ["ledger-bench-cold"]),
+        .executable(name: "ledger-torture", targets: ["ledger-torture"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -36,7 +37,7 @@ let package = Package(
         .executableTarget(name: "LedgerTestAgent", dependencies: ["InboxLedger", "LMDB", "TestSupport"], path: "Tests/LedgerTestAgent"),
         .target(name: "TestSupport", dependencies: ["InboxLedger"], path: "Tests/TestSupport"),
         .testTarget(name: "LMDBTests", dependencies: ["LMDB", "CLMDB", "TestSupport", "LedgerTestAgent"]),
-        .testTarget(name: "InboxLedgerTests", dependencies: ["InboxLedger", "LMDB", "TestSupport", "LedgerTestAgent", "ledger"]),
+        .testTarget(name: "InboxLedgerTests", dependencies: ["InboxLedger", "LMDB", "TestSupport", "LedgerTestAgent", "ledger", "ledger-torture"]),
         .testTarget(name: "LedgerCLITests", dependencies: ["TestSupport", "ledger", "ledger-bench", "ledger-bench-cold"]),
         // package-benchmark suite: `swift package benchmark`.
         .executableTarget(
@@ -57,6 +58,11 @@ let package = Package(
         // The raw-LMDB baseline uses the C API directly, on purpose: it is the physical limit.
         .target(name: "LedgerBenchSupport", dependencies: ["InboxLedger", "CLMDB", "CSQLite"], path: "Tools/ledger-bench-support"),
         .executableTarget(name: "ledger-bench", dependencies: ["LedgerBenchSupport", "InboxLedger"], path: "Tools/ledger-bench"),
+        // Crash/contention torture with acknowledged-write accounting (docs/reliability.md). It shares
+        // the independent reference model of the inbox with the tests (TestSupport).
+        .executableTarget(name: "ledger-torture", dependencies: ["InboxLedger", "TestSupport"], path: "Tools/ledger-torture"),
+        // libFuzzer target for the decoders of untrusted bytes, and its corpus replayer (`make fuzz`).
+        .executableTarget(name: "ledger-fuzz", dependencies: ["InboxLedger"], path: "Tools/ledger-fuzz"),
         // W5's cold reader: a process as small as a widget's (no Foundation, only its essentials).
         .executableTarget(name: "ledger-bench-cold", dependencies: ["LedgerBenchSupport"], path: "Tools/ledger-bench-cold"),
     ],

@@ -139,7 +139,7 @@ func jsonObject(_ text: String) throws -> [String: Any] {
         #expect(out.status == 0)
         #expect(out.stdout.contains("Ledger \(path)"))
         #expect(out.stdout.contains("events     1 (sequences 1–1)"))
-        #expect(out.stdout.contains("custom.note 1"))
+        #expect(out.stdout.contains("custom.note (unknown) 1"))
         for line in out.stdout.split(separator: "\n") where !line.hasPrefix("Ledger ") {
             #expect(line.count <= 80, "too wide: \(line)")
         }

@@ -52,6 +52,7 @@ struct Inspect: ParsableCommand {
             "firstSequence": s.firstSequence,
             "eventCount": s.eventCount,
             "countsByType": s.countsByType,
+            "unknownTypes": s.countsByType.keys.filter { !DomainEvent.builtInTypes.contains($0) }.sorted(),
             "countsByOrigin": s.countsByOrigin,
             "idempotencyKeys": s.idempotencyKeys,
             "fileBytes": s.fileBytes,
@@ -84,7 +85,15 @@ struct Inspect: ParsableCommand {
         lines.append("  id         \(s.metadata.ledgerID)")
         lines.append("  format     \(s.metadata.formatVersion), created \(Timestamp(micros: s.metadata.createdAtMicros).iso8601)")
         lines.append("  events     \(s.eventCount) (sequences \(s.firstSequence)–\(s.headSequence)), \(s.idempotencyKeys) idempotency keys")
-        lines += Units.list("  by type    ", s.countsByType)
+        // Types this version does not interpret (custom ones, or built-ins of a newer version):
+        // kept and delivered to consumers, skipped by the projections.
+        let unknown = s.countsByType.keys.filter { !DomainEvent.builtInTypes.contains($0) }
+        lines += Units.list("  by type    ", Dictionary(uniqueKeysWithValues: s.countsByType.map {
+            (unknown.contains($0.key) ? $0.key + " (unknown)" : $0.key, $0.value)
+        }))
+        if !unknown.isEmpty {
+            lines.append("             (unknown: not interpreted here; kept, delivered, not projected)")
+        }
         lines += Units.list("  by origin  ", s.countsByOrigin)
         let percent = s.mapBytes > 0 ? Double(s.usedBytes) * 100 / Double(s.mapBytes) : 0
         lines.append("  storage    data.mdb \(Units.bytes(s.fileBytes)), map \(Units.bytes(s.mapBytes)) (\(String(format: "%.0f", percent)) % used), page \(Units.bytes(s.pageSize))")

@@ -11,8 +11,9 @@ import Darwin
 ///
 /// One per directory per process. While anyone waits, a watcher thread sleeps in `poll` on an
 /// inotify watch of `data.mdb` (LMDB writes the file on every commit, the meta page last), and
-/// re-reads the head on each change; a 250 ms timeout is the safety net. The thread exits two
-/// seconds after the last waiter left. On platforms without inotify the watcher polls the head every 20 ms.
+/// re-reads the head on each change (and every 2 ms for 20 ms after it); a 250 ms timeout is the
+/// safety net. The thread exits two seconds after the last waiter left. On platforms without
+/// inotify the watcher polls the head every 20 ms.
 final class ChangeMonitor: Sendable {
     private struct Waiter {
         var after: UInt64
@@ -100,6 +101,11 @@ final class ChangeMonitor: Sendable {
         // once now (without this, such a waiter slept until the 250 ms safety net).
         check()
         var idleSince: Double?
+        // After a file event, look again every 2 ms for a while: LMDB publishes a commit to
+        // readers (the transaction id in lock.mdb) just *after* its last write to data.mdb, so
+        // the check that an event triggers can still see the old head, and no further event
+        // will come for that commit.
+        var quickChecks = 0
         while true {
             let done = state.withLock { s -> Bool in
                 guard s.waiters.isEmpty else {
@@ -119,8 +125,11 @@ final class ChangeMonitor: Sendable {
             #if canImport(Glibc)
             if fd >= 0 {
                 var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                if poll(&pfd, 1, 250) > 0 {
+                if poll(&pfd, 1, quickChecks > 0 ? 2 : 250) > 0 {
                     _ = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                    quickChecks = 10
+                } else if quickChecks > 0 {
+                    quickChecks -= 1
                 }
             } else {
                 usleep(20_000)

@@ -1,41 +1,45 @@
 import Foundation
-@testable import InboxLedger
+import InboxLedger
 
 /// An independent reference model of the inbox semantics (docs/semantics.md), written as a
 /// plain in-memory fold over decoded JSON, sharing no code with the ledger's projections.
-struct InboxModel {
-    struct Message: Equatable {
-        var title: String
-        var sentAt: String
-        var expiresAt: String?
-        var serverRead: Bool
-        var localRead: Bool?
-        var read: Bool { localRead ?? serverRead }
+/// Used by the property tests and by the torture runner (`ledger-torture`).
+public struct InboxModel: Sendable {
+    public struct Message: Equatable, Sendable {
+        public var title: String
+        public var sentAt: Int64
+        public var expiresAt: Int64?
+        public var serverRead: Bool
+        public var localRead: Bool?
+        public var read: Bool { localRead ?? serverRead }
     }
 
-    var messages: [String: Message] = [:]
-    var adjustment = 0
+    public var messages: [String: Message] = [:]
+    public var adjustment = 0
     /// Pending actions in recording order.
-    var pending: [String] = []
+    public var pending: [String] = []
     /// Every action ever recorded and whether it is still pending.
-    var actions: [String: Bool] = [:]
+    public var actions: [String: Bool] = [:]
 
-    var unread: Int { messages.values.filter { !$0.read }.count }
-    var badge: Int { max(0, unread + adjustment) }
+    public init() {}
+
+    public var unread: Int { messages.values.filter { !$0.read }.count }
+    public var badge: Int { max(0, unread + adjustment) }
 
     /// Newest first, ties by id (ascending byte order).
-    var order: [String] {
-        messages.keys.sorted { a, b in
-            let ta = Timestamp(iso8601: messages[a]!.sentAt)!, tb = Timestamp(iso8601: messages[b]!.sentAt)!
-            if ta != tb { return ta > tb }
-            return Array(a.utf8).lexicographicallyPrecedes(Array(b.utf8))
-        }
+    public var order: [String] {
+        messages.sorted { a, b in
+            if a.value.sentAt != b.value.sentAt { return a.value.sentAt > b.value.sentAt }
+            return Array(a.key.utf8).lexicographicallyPrecedes(Array(b.key.utf8))
+        }.map(\.key)
     }
 
-    mutating func apply(_ event: Event) {
+    /// Folds one event in (events the ledger accepted; anything unexpected is ignored).
+    public mutating func apply(_ event: Event) {
         guard let object = try? JSONSerialization.jsonObject(with: Data(event.payload)) as? [String: Any] else { return }
         let now = event.timestampMicros
-        func expired(_ text: String?) -> Bool { text.map { Timestamp(iso8601: $0)!.micros <= now } ?? false }
+        func micros(_ text: Any?) -> Int64? { (text as? String).flatMap { Timestamp(iso8601: $0)?.micros } }
+        func expired(_ at: Int64?) -> Bool { at.map { $0 <= now } ?? false }
         let knownTypes = ["inbox.synced", "message.read", "widget.action", "action.completed", "badge.adjusted"]
         guard knownTypes.contains(event.type) else { return }
         messages = messages.filter { !expired($0.value.expiresAt) }
@@ -48,27 +52,25 @@ struct InboxModel {
             }
             for id in object["removed"] as? [String] ?? [] { messages[id] = nil }
             for m in list {
-                let id = m["id"] as! String
-                if expired(m["expiresAt"] as? String) { messages[id] = nil; continue }
+                guard let id = m["id"] as? String, let title = m["title"] as? String, let sentAt = micros(m["sentAt"]) else { continue }
+                let expiresAt = micros(m["expiresAt"])
+                if expired(expiresAt) { messages[id] = nil; continue }
                 let old = messages[id]
                 let server = (m["read"] as? Bool) ?? old?.serverRead ?? false
                 var local = old?.localRead
                 if local == server { local = nil }
-                messages[id] = Message(title: m["title"] as! String, sentAt: m["sentAt"] as! String,
-                                       expiresAt: m["expiresAt"] as? String, serverRead: server, localRead: local)
+                messages[id] = Message(title: title, sentAt: sentAt, expiresAt: expiresAt, serverRead: server, localRead: local)
             }
         case "message.read":
-            let read = object["read"] as! Bool
-            for id in object["ids"] as! [String] { markLocal(id, read) }
+            guard let read = object["read"] as? Bool else { return }
+            for id in object["ids"] as? [String] ?? [] { markLocal(id, read) }
         case "widget.action":
-            let id = object["actionID"] as! String
-            guard actions[id] == nil else { return }
+            guard let id = object["actionID"] as? String, actions[id] == nil else { return }
             actions[id] = true
             pending.append(id)
             if object["kind"] as? String == "markRead", let target = object["target"] as? String { markLocal(target, true) }
         case "action.completed":
-            let id = object["actionID"] as! String
-            guard actions[id] == true else { return }
+            guard let id = object["actionID"] as? String, actions[id] == true else { return }
             actions[id] = false
             pending.removeAll { $0 == id }
         case "badge.adjusted":

@@ -1,0 +1,272 @@
+// ledger-torture: rounds of real processes (writers, widget readers, the action consumer, the
+// compactor) SIGKILLed at random instants and restarted, with acknowledged-write accounting.
+//
+//   ledger-torture [--rounds N] [--round-seconds S] [--seed N] [--json] [--directory PATH]
+//
+// After every round: `verify` passes, every acknowledged event is in the log exactly once at
+// its acknowledged sequence, no batch is partly visible, the projections equal an independent
+// model folded from the log, every action was completed at most once, and no process hung.
+// Exit status 0 when all of that held in every round, 1 otherwise. See docs/reliability.md.
+import Foundation
+import InboxLedger
+import TestSupport
+
+enum Torture {
+    /// Children open with this initial map, so that each generation's ledger grows while
+    /// processes write (and are killed while growing).
+    static let initialMapSize = 256 << 10
+    /// Rounds sharing one ledger; then a fresh one (small map again).
+    static let roundsPerGeneration = 10
+    /// How long a child may take to stop after being asked before it counts as hung.
+    static let stopDeadline = 30.0
+}
+
+struct Options {
+    var rounds = 20
+    var roundSeconds = 2.0
+    var seed: UInt64 = 1
+    var json = false
+    var directory: String?
+
+    static let usage = "usage: ledger-torture [--rounds N] [--round-seconds S] [--seed N] [--json] [--directory PATH]"
+
+    init(_ arguments: ArraySlice<String>) throws {
+        var i = arguments.startIndex
+        func value() throws -> String {
+            i += 1
+            guard i < arguments.endIndex else { throw TortureFailure("\(arguments[i - 1]) needs a value\n\(Options.usage)") }
+            return arguments[i]
+        }
+        while i < arguments.endIndex {
+            switch arguments[i] {
+            case "--rounds":
+                guard let n = Int(try value()), n > 0 else { throw TortureFailure("--rounds needs a positive number") }
+                rounds = n
+            case "--round-seconds":
+                guard let s = Double(try value()), s >= 0.2, s <= 3600 else { throw TortureFailure("--round-seconds needs 0.2…3600") }
+                roundSeconds = s
+            case "--seed":
+                guard let s = UInt64(try value()) else { throw TortureFailure("--seed needs a number") }
+                seed = s
+            case "--json": json = true
+            case "--directory": directory = try value()
+            case "-h", "--help": print(Options.usage); exit(0)
+            default: throw TortureFailure("unknown argument \(arguments[i])\n\(Options.usage)")
+            }
+            i += 1
+        }
+    }
+}
+
+/// The run's totals; `--json` prints them.
+struct Summary: Codable {
+    var rounds = 0
+    var processesKilled = 0
+    var processesRestarted = 0
+    var eventsAcknowledged = 0
+    var eventsAudited = 0
+    var eventsLost = 0
+    var eventsDuplicated = 0
+    var partialBatches = 0
+    var verifyFailures = 0
+    var hangs = 0
+    var eventsTrimmed = 0
+    var seconds = 0.0
+
+    var clean: Bool { eventsLost == 0 && eventsDuplicated == 0 && partialBatches == 0 && verifyFailures == 0 && hangs == 0 }
+}
+
+/// One child process of a round, restartable with the same arguments.
+final class Member {
+    let role: String
+    let arguments: [String]
+    var process: RunningProcess
+    var killedByUs = false
+
+    init(role: String, arguments: [String]) throws {
+        self.role = role
+        self.arguments = arguments
+        process = try Processes.start(executable, ["_child", role] + arguments)
+    }
+
+    func restart() throws {
+        process = try Processes.start(executable, ["_child", role] + arguments)
+        killedByUs = false
+    }
+}
+
+let executable: String = {
+    var buffer = [CChar](repeating: 0, count: 4096)
+    let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+    return n > 0 ? String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
+}()
+
+/// Every thread's stack of process `pid` (gdb, when installed), for the report of a hang.
+func threadStacks(of pid: Int32) -> String {
+    guard FileManager.default.isExecutableFile(atPath: "/usr/bin/gdb"),
+          let out = try? Processes.run("/usr/bin/gdb", ["-p", String(pid), "-batch", "-ex", "thread apply all bt"], timeout: 60)
+    else { return "(no gdb: install it to see where a hung process waits)" }
+    return out.stdout + out.stderr
+}
+
+/// Progress and summary: stdout, or stderr when stdout carries the JSON summary.
+func say(_ text: String, json: Bool) {
+    (json ? FileHandle.standardError : FileHandle.standardOutput).write(Data((text + "\n").utf8))
+}
+
+func runTorture(_ options: Options) throws -> Summary {
+    let root = options.directory ?? NSTemporaryDirectory() + "ledger-torture-\(getpid())"
+    try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    defer { if options.directory == nil { try? FileManager.default.removeItem(atPath: root) } }
+    var rng = SeededGenerator(seed: options.seed)
+    var summary = Summary()
+    let started = Date()
+    var auditor: Auditor?
+
+    for round in 1...options.rounds {
+        let generation = (round - 1) / Torture.roundsPerGeneration
+        let directory = "\(root)/gen-\(generation)/ledger"
+        let logs = "\(root)/gen-\(generation)/logs"
+        if auditor == nil || auditor?.generation != generation {
+            if generation > 0 { try? FileManager.default.removeItem(atPath: "\(root)/gen-\(generation - 1)") }
+            try FileManager.default.createDirectory(atPath: logs, withIntermediateDirectories: true)
+            auditor = try Auditor(directory: directory, logs: logs, generation: generation)
+        }
+        guard let audit = auditor else { break }
+        let stopFile = "\(root)/stop-\(round)"
+
+        // The mix of this round.
+        var members: [Member] = []
+        let durabilities: [String] = ["durable", "single-sync", "none"]
+        for w in 0..<Int.random(in: 1...3, using: &rng) {
+            let role = ["app", "widget", "notification-service"][w % 3]
+            members.append(try Member(role: "writer", arguments: [
+                directory, "w\(w)", role, String(Int.random(in: 1...3, using: &rng)), String(options.seed), String(generation),
+                durabilities[Int.random(in: 0..<3, using: &rng)], logs, stopFile,
+            ]))
+        }
+        for _ in 0..<Int.random(in: 1...2, using: &rng) { members.append(try Member(role: "reader", arguments: [directory, stopFile])) }
+        members.append(try Member(role: "consumer", arguments: [directory, stopFile]))
+        if Double.random(in: 0..<1, using: &rng) < 0.8 { members.append(try Member(role: "compactor", arguments: [directory, stopFile])) }
+
+        // Kills at random instants; most victims come back.
+        let kills = (0..<Int.random(in: 1...4, using: &rng)).map { _ in Double.random(in: 0.05..<(options.roundSeconds * 0.9), using: &rng) }.sorted()
+        var elapsed = 0.0
+        var killedThisRound = 0
+        for at in kills {
+            Thread.sleep(forTimeInterval: max(0, at - elapsed))
+            elapsed = at
+            let victim = members[Int.random(in: 0..<members.count, using: &rng)]
+            victim.process.kill()
+            _ = try? victim.process.wait(timeout: 10)
+            victim.killedByUs = true
+            killedThisRound += 1
+            if Double.random(in: 0..<1, using: &rng) < 0.7 {
+                try victim.restart()
+                summary.processesRestarted += 1
+            }
+        }
+        Thread.sleep(forTimeInterval: max(0, options.roundSeconds - elapsed))
+
+        // Stop: every live child must exit by itself within the deadline.
+        _ = FileManager.default.createFile(atPath: stopFile, contents: nil)
+        var problems: [String] = []
+        // A stop that takes more than 5 s is worth a look even when it ends in time: record
+        // where every child still running waits.
+        var slow = false
+        for member in members where !member.killedByUs {
+            if (try? member.process.wait(timeout: 5)) == nil, !slow {
+                slow = true
+                let stacks = members.filter { !$0.killedByUs && $0.process.process.isRunning }
+                    .map { "== \($0.role) \($0.process.pid)\n" + threadStacks(of: $0.process.pid) }.joined(separator: "\n")
+                let file = "\(root)/slow-stop-round-\(round).txt"
+                _ = FileManager.default.createFile(atPath: file, contents: Data(stacks.utf8))
+                say("  slow stop: stacks in \(file)", json: options.json)
+            }
+        }
+        for member in members where !member.killedByUs {
+            do {
+                let out = try member.process.wait(timeout: Torture.stopDeadline)
+                if out.status != 0 || out.signalled {
+                    problems.append("\(member.role) exited with \(out.status)\(out.signalled ? " (signal)" : ""): \(out.stderr.prefix(300))")
+                }
+            } catch {
+                summary.hangs += 1
+                let stacks = threadStacks(of: member.process.pid)
+                let file = "\(root)/hang-round-\(round)-\(member.role)-\(member.process.pid).txt"
+                _ = FileManager.default.createFile(atPath: file, contents: Data(stacks.utf8))
+                problems.append("stacks of the hung process: \(file)")
+                member.process.kill()
+                _ = try? member.process.wait(timeout: 10)
+                problems.append("\(member.role) \(member.arguments.dropFirst().prefix(1).joined()) hung: killed after \(Int(Torture.stopDeadline)) s")
+            }
+        }
+        try? FileManager.default.removeItem(atPath: stopFile)
+        summary.processesKilled += killedThisRound
+
+        // Audit.
+        let result = try audit.check()
+        summary.rounds = round
+        summary.eventsAcknowledged += result.acknowledged
+        summary.eventsAudited += result.audited
+        summary.eventsLost += result.lost
+        summary.eventsDuplicated += result.duplicated
+        summary.partialBatches += result.partial
+        summary.eventsTrimmed += result.trimmed
+        problems += result.problems
+        if !result.problems.isEmpty || problems.contains(where: { $0.contains("exited") }) { summary.verifyFailures += 1 }
+        let line = "round \(round)/\(options.rounds): \(members.count) processes, \(killedThisRound) killed; "
+            + "\(result.acknowledged) acknowledged, \(result.audited) audited (log \(result.first)…\(result.head)); "
+            + "lost \(result.lost), duplicated \(result.duplicated), partial \(result.partial)"
+            + (problems.isEmpty ? ", verify ok" : "")
+        say(line, json: options.json)
+        for problem in problems { say("  PROBLEM: \(problem)", json: options.json) }
+    }
+    summary.seconds = Date().timeIntervalSince(started)
+    return summary
+}
+
+// MARK: - Entry
+
+let arguments = CommandLine.arguments.dropFirst()
+do {
+    if arguments.first == "_child" {
+        let a = Array(arguments.dropFirst())
+        func arg(_ i: Int) throws -> String {
+            guard i < a.count else { throw TortureFailure("child: missing argument \(i)") }
+            return a[i]
+        }
+        switch try arg(0) {
+        case "writer":  // directory name role threads seed generation durability logs stopFile
+            guard let threads = Int(try arg(4)), let seed = UInt64(try arg(5)), let generation = Int(try arg(6)) else {
+                throw TortureFailure("writer: bad arguments")
+            }
+            let durability: LedgerDurability = switch try arg(7) { case "none": .none; case "single-sync": .singleSync; default: .durable }
+            try runWriter(directory: try arg(1), name: try arg(2), role: try arg(3), threads: threads, seed: seed,
+                          generation: generation, durability: durability, logDirectory: try arg(8), stopFile: try arg(9))
+        case "reader": try runReader(directory: try arg(1), stopFile: try arg(2))
+        case "consumer": try runConsumer(directory: try arg(1), stopFile: try arg(2))
+        case "compactor": try runCompactor(directory: try arg(1), stopFile: try arg(2))
+        default: throw TortureFailure("unknown child role \(a.first ?? "")")
+        }
+        exit(0)
+    }
+    let options = try Options(arguments)
+    let summary = try runTorture(options)
+    let text = """
+        \(summary.rounds) rounds in \(Int(summary.seconds)) s: \(summary.processesKilled) processes killed (\(summary.processesRestarted) restarted), \
+        \(summary.eventsAcknowledged) events acknowledged, \(summary.eventsAudited) audited, \(summary.eventsTrimmed) trimmed by compaction
+        lost \(summary.eventsLost), duplicated \(summary.eventsDuplicated), partial batches \(summary.partialBatches), \
+        verify failures \(summary.verifyFailures), hangs \(summary.hangs)
+        """
+    say(text, json: options.json)
+    if options.json {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        FileHandle.standardOutput.write(try encoder.encode(summary) + Data("\n".utf8))
+    }
+    exit(summary.clean ? 0 : 1)
+} catch {
+    FileHandle.standardError.write(Data("ledger-torture: \(error)\n".utf8))
+    exit(2)
+}
