@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make demo   – the main job: several processes write one ledger, then `ledger inspect`
 #   make test   – set-up, build, and the whole test suite
-.PHONY: setup demo test build benchmark benchmark-check compare torture
+.PHONY: setup demo test build benchmark benchmark-check compare torture fuzz
 
 setup:
 	bash scripts/setup.sh
@@ -31,3 +31,14 @@ ROUNDS ?= 200
 torture: setup
 	swift build -c release --product ledger-torture
 	.build/release/ledger-torture --rounds $(ROUNDS) --round-seconds 2 --seed 2026
+
+# libFuzzer on the decoders of untrusted bytes (docs/reliability.md). New inputs that add
+# coverage are merged into Tests/Corpus; a crash leaves its input in .build-fuzz/crash-*.
+FUZZ_SECONDS ?= 300
+fuzz: setup
+	swift build -c release --build-path .build-fuzz -Xswiftc -sanitize=fuzzer -Xswiftc -parse-as-library \
+		-Xswiftc -DFUZZING --product ledger-fuzz
+	mkdir -p .build-fuzz/corpus
+	.build-fuzz/release/ledger-fuzz .build-fuzz/corpus Tests/Corpus -max_total_time=$(FUZZ_SECONDS) \
+		-rss_limit_mb=1024 -timeout=5 -max_len=4096 -artifact_prefix=.build-fuzz/
+	.build-fuzz/release/ledger-fuzz -merge=1 Tests/Corpus .build-fuzz/corpus

@@ -78,6 +78,36 @@ func allEvents(_ ledger: Ledger) throws -> [Event] {
         }
     }
 
+    /// The map starts at 64 KiB and must grow many times while three processes write: each
+    /// growth is made by whichever process hit MAP_FULL and adopted by the others
+    /// (MDB_MAP_RESIZED), and nothing acknowledged is lost.
+    @Test func mapGrowthWhileSeveralProcessesWrite() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        var options = LedgerOptions(role: "app")
+        options.initialMapSize = 64 << 10
+        let ledger = try Ledger(path: path, options: options)
+        let mapBefore = try ledger.statistics().mapBytes
+        let environment = ["LEDGER_INITIAL_MAP": String(64 << 10)]
+        let processes = try (0..<3).map { w in
+            try Processes.start(agent, ["write", path, "w\(w)", "3000", String(70 + w), dir.child("ack\(w)"), "50", "none"],
+                                environment: environment)
+        }
+        for p in processes {
+            let out = try p.wait(timeout: 600)
+            #expect(out.status == 0, "writer failed: \(out.stderr)")
+        }
+        let events = try allEvents(ledger)
+        #expect(events.count == 9000)
+        for w in 0..<3 {
+            for (_, seqs) in acknowledged(dir.child("ack\(w)")) {
+                for s in seqs { #expect(payload(events[Int(s) - 1])?.w == "w\(w)") }
+            }
+        }
+        #expect(try ledger.statistics().mapBytes >= 8 * mapBefore, "the map grew from \(mapBefore)")
+        #expect(try ledger.verify().isHealthy)
+    }
+
     @Test func killedWriterLosesNoAcknowledgedBatchAndLeavesNoPartialOne() throws {
         let dir = TemporaryDirectory()
         let path = dir.child("ledger")

@@ -38,6 +38,8 @@ final class AckLog {
 func openLedger(_ dir: String, role: String, durability: String = "durable") -> Ledger {
     var options = LedgerOptions(role: role)
     options.durability = LedgerDurability(rawValue: durability) ?? .durable
+    // LEDGER_INITIAL_MAP: a small initial map, so that the map grows while processes write.
+    if let bytes = ProcessInfo.processInfo.environment["LEDGER_INITIAL_MAP"].flatMap(Int.init) { options.initialMapSize = bytes }
     do { return try Ledger(path: dir, options: options) } catch { die("open: \(error)") }
 }
 
