@@ -213,36 +213,42 @@ public final class Compactor: Sendable {
     /// Deletes up to a chunk of events with sequence ≤ `through`; returns how many.
     private func trimChunk(through: UInt64, now: Int64, in txn: Transaction) throws -> Int {
         let schema = ledger.schema
-        let entries = try txn.withCursor(schema.events) { cursor -> [Entry] in
-            var entries: [Entry] = []
-            var entry = try cursor.first()
-            while let e = entry, entries.count < max(1, policy.chunkSize) {
-                guard let seq = SequenceKey.decode(e.key), seq <= through else { break }
-                entries.append(e)
-                entry = try cursor.next()
-            }
-            return entries
-        }
-        var counters: [String: UInt64] = [:]
         let cutoff = now - Int64(policy.keyRetentionSeconds * 1_000_000)
-        for e in entries {
-            // A record whose header is damaged is trimmed all the same; only its counters are lost.
-            if let seq = SequenceKey.decode(e.key), let header = EventRecord.peek(e.value) {
-                counters["t:" + header.type, default: 0] += 1
-                counters["o:" + header.role, default: 0] += 1
-                if let key = header.key, let stored = try keyRecord(key, in: txn), stored.sequence == seq, stored.time < cutoff {
-                    try txn.delete(schema.keys, key: Array(key.utf8))
+        var byType: [String: UInt64] = [:]
+        var byRole: [String: UInt64] = [:]
+        var keys: [(key: String, sequence: UInt64)] = []
+        // One pass of the cursor: each record is deleted where the cursor stands (no second
+        // search), and the next first record is where it stands after the delete.
+        let trimmed = try txn.withCursor(schema.events) { cursor -> Int in
+            var trimmed = 0
+            var entry = try cursor.first()
+            while let e = entry, trimmed < max(1, policy.chunkSize) {
+                guard let seq = SequenceKey.decode(e.key), seq <= through else { break }
+                // A record whose header is damaged is trimmed all the same; only its counters are lost.
+                if let header = EventRecord.peek(e.value) {
+                    byType[header.type, default: 0] += 1
+                    byRole[header.role, default: 0] += 1
+                    if let key = header.key { keys.append((key, seq)) }
                 }
+                try cursor.deleteCurrent()
+                trimmed += 1
+                entry = try cursor.first()
             }
-            try txn.delete(schema.events, key: e.key)
+            return trimmed
         }
+        for (key, seq) in keys {
+            if let stored = try keyRecord(key, in: txn), stored.sequence == seq, stored.time < cutoff {
+                try txn.delete(schema.keys, key: Array(key.utf8))
+            }
+        }
+        let counters = byType.map { ("t:" + $0.key, $0.value) } + byRole.map { ("o:" + $0.key, $0.value) }
         for (name, delta) in counters {
             let key = Array(name.utf8)
             let current = try txn.readUInt64(schema.counters, key) ?? 0
             if current > delta { try txn.writeUInt64(schema.counters, key, current - delta) } else { try txn.delete(schema.counters, key: key) }
         }
-        if !entries.isEmpty { try renewLease(now: currentMicros(), in: txn) }
-        return entries.count
+        if trimmed > 0 { try renewLease(now: currentMicros(), in: txn) }
+        return trimmed
     }
 
     private func keyRecord(_ key: String, in txn: Transaction) throws -> (sequence: UInt64, time: Int64)? {
