@@ -128,6 +128,16 @@ public final class RunningProcess: @unchecked Sendable {
     /// Sends SIGKILL.
     public func kill() { _ = Glibc.kill(process.processIdentifier, SIGKILL) }
 
+    /// Whether the process exits within `seconds` (it is left running if not).
+    public func exits(within seconds: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while process.isRunning {
+            if Date() > deadline { return false }
+            usleep(2000)
+        }
+        return true
+    }
+
     /// Waits for exit, killing the process if it runs past `timeout` seconds (then throws).
     public func wait(timeout: Double = 120) throws -> ProcessOutput {
         let deadline = Date().addingTimeInterval(timeout)

@@ -171,34 +171,32 @@ func runTorture(_ options: Options) throws -> Summary {
         // Stop: every live child must exit by itself within the deadline.
         _ = FileManager.default.createFile(atPath: stopFile, contents: nil)
         var problems: [String] = []
-        // A stop that takes more than 5 s is worth a look even when it ends in time: record
-        // where every child still running waits.
-        var slow = false
-        for member in members where !member.killedByUs {
-            if (try? member.process.wait(timeout: 5)) == nil, !slow {
-                slow = true
-                let stacks = members.filter { !$0.killedByUs && $0.process.process.isRunning }
-                    .map { "== \($0.role) \($0.process.pid)\n" + threadStacks(of: $0.process.pid) }.joined(separator: "\n")
-                let file = "\(root)/slow-stop-round-\(round).txt"
-                _ = FileManager.default.createFile(atPath: file, contents: Data(stacks.utf8))
-                say("  slow stop: stacks in \(file)", json: options.json)
-            }
+        let live = members.filter { !$0.killedByUs }
+        func saveStacks(_ label: String) -> String {
+            let running = live.filter { $0.process.process.isRunning }
+            let stacks = running.map { "== \($0.role) \($0.process.pid)\n" + threadStacks(of: $0.process.pid) }.joined(separator: "\n")
+            let file = "\(root)/\(label)-round-\(round).txt"
+            _ = FileManager.default.createFile(atPath: file, contents: Data(stacks.utf8))
+            return file
         }
-        for member in members where !member.killedByUs {
-            do {
-                let out = try member.process.wait(timeout: Torture.stopDeadline)
-                if out.status != 0 || out.signalled {
-                    problems.append("\(member.role) exited with \(out.status)\(out.signalled ? " (signal)" : ""): \(out.stderr.prefix(300))")
-                }
-            } catch {
+        // A stop that takes more than 5 s is worth a look even when it ends in time.
+        if !live.allSatisfy({ $0.process.exits(within: 5) }) {
+            say("  slow stop: stacks in \(saveStacks("slow-stop"))", json: options.json)
+        }
+        for member in live {
+            guard member.process.exits(within: Torture.stopDeadline - 5) else {
                 summary.hangs += 1
-                let stacks = threadStacks(of: member.process.pid)
-                let file = "\(root)/hang-round-\(round)-\(member.role)-\(member.process.pid).txt"
-                _ = FileManager.default.createFile(atPath: file, contents: Data(stacks.utf8))
-                problems.append("stacks of the hung process: \(file)")
+                problems.append("\(member.role) \(member.process.pid) hung: stacks in \(saveStacks("hang"))")
                 member.process.kill()
                 _ = try? member.process.wait(timeout: 10)
-                problems.append("\(member.role) \(member.arguments.dropFirst().prefix(1).joined()) hung: killed after \(Int(Torture.stopDeadline)) s")
+                continue
+            }
+            guard let out = try? member.process.wait(timeout: 10) else { continue }
+            if out.status != 0 || out.signalled {
+                let file = "\(root)/failure-round-\(round)-\(member.role)-\(member.process.pid).txt"
+                _ = FileManager.default.createFile(atPath: file, contents: Data(out.stderr.utf8))
+                problems.append("\(member.role) exited with \(out.status)\(out.signalled ? " (signal)" : ""): "
+                    + "\(out.stderr.split(separator: "\n").first ?? "") — stderr in \(file)")
             }
         }
         try? FileManager.default.removeItem(atPath: stopFile)

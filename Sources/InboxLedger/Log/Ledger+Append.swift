@@ -118,21 +118,22 @@ extension Ledger {
         return prepared
     }
 
-    /// The leader's side of group commit: one write transaction for every request of `batch`.
-    /// A request that fails its checks (idempotency conflict, consumer conflict) fails alone.
-    func commit(_ batch: [CommitRequest]) {
+    /// The leader's side of group commit: one write transaction for every request of `batch`,
+    /// returning each request's outcome. A request that fails its checks (idempotency conflict,
+    /// consumer conflict) fails alone.
+    func commit(_ batch: [CommitRequest]) -> [Result<AppendReceipt, LedgerError>] {
         let durability = batch.map(\.durability.lmdb).reduce(Durability.none) { $0.strongest($1) }
+        let outcomes: [Result<AppendReceipt, LedgerError>]
         do {
             if environment.durability != durability { try environment.setDurability(durability) }
-            let outcomes = try environment.write { txn in try write(batch, in: txn) }
-            for (request, outcome) in zip(batch, outcomes) { request.result = outcome }
+            outcomes = try environment.write { txn in try write(batch, in: txn) }
         } catch {
-            let mapped = LedgerError.from(error, path: path, operation: "append")
-            for request in batch { request.result = .failure(mapped) }
+            outcomes = Array(repeating: .failure(LedgerError.from(error, path: path, operation: "append")), count: batch.count)
         }
         changeMonitor.poke()
         // Slots left by killed readers would pin pages and fill the table: clear them now and then.
         if commitQueue.readerCheckDue() { _ = try? environment.clearStaleReaders() }
+        return outcomes
     }
 
     private func write(_ batch: [CommitRequest], in txn: Transaction) throws -> [Result<AppendReceipt, LedgerError>] {
