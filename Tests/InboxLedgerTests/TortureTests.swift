@@ -13,10 +13,11 @@ import TestSupport
         return (object ?? [:]).compactMapValues { $0 as? Int }
     }
 
-    @Test func shortRunLosesNothing() throws {
+    @Test func shortRunLosesNothing() async throws {
         let dir = TemporaryDirectory()
-        let out = try Processes.run(runner, ["--rounds", "6", "--round-seconds", "1", "--seed", "7", "--json", "--directory", dir.path],
-                                    timeout: 600)
+        let out = try await offThePool { [runner] in
+            try Processes.run(runner, ["--rounds", "6", "--round-seconds", "1", "--seed", "7", "--json", "--directory", dir.path], timeout: 600)
+        }
         let s = try summary(out)
         #expect(out.status == 0, "\(out.stderr.suffix(2000))")
         #expect(s["rounds"] == 6)
@@ -27,19 +28,23 @@ import TestSupport
         }
     }
 
-    @Test func anAcknowledgementOfANeverWrittenBatchCountsAsLost() throws {
+    @Test func anAcknowledgementOfANeverWrittenBatchCountsAsLost() async throws {
         let dir = TemporaryDirectory()
-        let out = try Processes.run(runner, ["--rounds", "1", "--round-seconds", "1", "--json", "--directory", dir.path],
-                                    timeout: 300, environment: ["LEDGER_TORTURE_FAULT": "phantom-ack"])
+        let out = try await offThePool { [runner] in
+            try Processes.run(runner, ["--rounds", "1", "--round-seconds", "1", "--json", "--directory", dir.path],
+                              timeout: 300, environment: ["LEDGER_TORTURE_FAULT": "phantom-ack"])
+        }
         #expect(out.status == 1)
         #expect((try summary(out)["eventsLost"] ?? 0) >= 1, "\(out.stderr.suffix(1000))")
         #expect(out.stderr.contains("is not in the log"))
     }
 
-    @Test func aBlindRetryWithoutKeysCountsAsDuplicated() throws {
+    @Test func aBlindRetryWithoutKeysCountsAsDuplicated() async throws {
         let dir = TemporaryDirectory()
-        let out = try Processes.run(runner, ["--rounds", "1", "--round-seconds", "1", "--json", "--directory", dir.path],
-                                    timeout: 300, environment: ["LEDGER_TORTURE_FAULT": "double-append"])
+        let out = try await offThePool { [runner] in
+            try Processes.run(runner, ["--rounds", "1", "--round-seconds", "1", "--json", "--directory", dir.path],
+                              timeout: 300, environment: ["LEDGER_TORTURE_FAULT": "double-append"])
+        }
         #expect(out.status == 1)
         #expect((try summary(out)["eventsDuplicated"] ?? 0) >= 1, "\(out.stderr.suffix(1000))")
         #expect(out.stderr.contains("appears twice"))

@@ -172,3 +172,14 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
         return z ^ (z >> 31)
     }
 }
+
+/// Runs blocking work (waiting for processes, sleeping) on a thread of its own, so that a long
+/// multi-process test does not hold one of the few threads of Swift's cooperative pool, on
+/// which the async tests running at the same time depend (2 threads on a 2-core machine).
+public func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread {
+            continuation.resume(with: Result { try body() })
+        }
+    }
+}
