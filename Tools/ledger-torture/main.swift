@@ -174,7 +174,11 @@ func runTorture(_ options: Options) throws -> Summary {
         let live = members.filter { !$0.killedByUs }
         func saveStacks(_ label: String) -> String {
             let running = live.filter { $0.process.process.isRunning }
+            // Which process holds LMDB's writer lock is not visible from a waiter's stack: list
+            // every process's state too (D = waiting for I/O, Z = exiting).
+            let states = (try? Processes.run("/bin/ps", ["-eo", "pid,stat,wchan:32,etime,args"], timeout: 30).stdout) ?? ""
             let stacks = running.map { "== \($0.role) \($0.process.pid)\n" + threadStacks(of: $0.process.pid) }.joined(separator: "\n")
+                + "\n== ps\n" + states
             let file = "\(root)/\(label)-round-\(round).txt"
             _ = FileManager.default.createFile(atPath: file, contents: Data(stacks.utf8))
             return file
