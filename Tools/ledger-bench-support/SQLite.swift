@@ -168,7 +168,8 @@ final class SQLiteStore: Store, @unchecked Sendable {
             }
             let state = try statement("SELECT unread, badge FROM state WHERE k = 0")
             guard try step(state) else { throw BenchFailure("no state row") }
-            return items.count + (sqlite3_column_int(state, 1) >= 0 ? 0 : 1)
+            guard sqlite3_column_int(state, 1) >= 0 else { throw BenchFailure("negative badge") }
+            return items.count
         }
     }
 
