@@ -27,6 +27,7 @@ final class Fixture: Sendable {
 }
 
 let fixtures = Mutex<[String: Fixture]>([:])
+let widgetReads = Atomic<Int>(0)
 
 func fixture(_ name: String, durability: LedgerDurability, preload: Int = 0) throws -> Fixture {
     if let existing = fixtures.withLock({ $0[name] }) { return existing }
@@ -44,20 +45,26 @@ func inboxDelta(_ i: Int) -> NewEvent {
 }
 
 let benchmarks: @Sendable () -> Void = {
-    // Tolerances for `make benchmark-check` against the committed thresholds in
-    // Benchmarks/Thresholds: allocations are exact enough for 5 %; wall time on a shared
-    // 2-core VM only for 50 %.
+    // Tolerances for `make benchmark-check` against the committed p90 thresholds in
+    // Benchmarks/Thresholds: allocations are nearly exact (15 % at p90: the warm widget read
+    // varies between 18 and 20); wall time on a shared 2-core
+    // VM (runs minutes apart differ by up to 2×) only for 100 %; peak memory (allocator state
+    // varies between runs: +20 % seen) for 50 %.
+    // Throughput is not recorded: it is wall time inverted, and its p90 did not compare
+    // consistently with the thresholds file. Names have no spaces: package-benchmark 1.38 writes
+    // threshold files with spaces replaced by "_" but looks them up with the name as it is.
     Benchmark.defaultConfiguration = .init(
-        metrics: [.wallClock, .throughput, .mallocCountTotal, .peakMemoryResident],
+        metrics: [.wallClock, .mallocCountTotal, .peakMemoryResident],
         maxDuration: .seconds(3),
         maxIterations: 100_000,
         thresholds: [
-            .mallocCountTotal: .init(relative: [.p50: 5.0]),
-            .wallClock: .init(relative: [.p50: 50.0]),
+            .mallocCountTotal: .init(relative: [.p50: 5.0, .p90: 15.0]),
+            .wallClock: .init(relative: [.p50: 100.0, .p90: 100.0]),
+            .peakMemoryResident: .init(relative: [.p90: 50.0]),
         ]
     )
 
-    Benchmark("append batch of 1000 (durability none)") { benchmark in
+    Benchmark("append-batch-1000-inbox-syncs-durability-none") { benchmark in
         let f = try fixture("batch", durability: .none)
         var i = 0
         let batches = (0..<4).map { b in (0..<1000).map { inboxDelta(b * 1000 + $0) } }
@@ -68,7 +75,7 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
-    Benchmark("append batch of 1000 custom events (envelope only, durability none)") { benchmark in
+    Benchmark("append-batch-1000-custom-events-envelope-only") { benchmark in
         let f = try fixture("batch-custom", durability: .none)
         let batch = (0..<1000).map { i in NewEvent(type: "app.custom", payload: inboxDelta(i).payload) }
         benchmark.startMeasurement()
@@ -77,7 +84,7 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
-    Benchmark("validate an inbox.synced payload") { benchmark in
+    Benchmark("validate-inbox-synced-payload") { benchmark in
         let event = inboxDelta(7)
         benchmark.startMeasurement()
         for _ in benchmark.scaledIterations {
@@ -85,7 +92,7 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
-    Benchmark("append batch of 1000 (durable)") { benchmark in
+    Benchmark("append-batch-1000-inbox-syncs-durable") { benchmark in
         let f = try fixture("batch-durable", durability: .durable)
         let batch = (0..<1000).map { inboxDelta($0) }
         benchmark.startMeasurement()
@@ -94,7 +101,12 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
-    Benchmark("append single event, durable, 1 thread") { benchmark in
+    // fsync-bound: its wall time follows the virtual disk (2–3× between runs).
+    Benchmark("append-single-durable-1-thread", configuration: .init(thresholds: [
+        .mallocCountTotal: .init(relative: [.p50: 5.0, .p90: 15.0]),
+        .wallClock: .init(relative: [.p50: 300.0, .p90: 300.0]),
+        .peakMemoryResident: .init(relative: [.p90: 50.0]),
+    ])) { benchmark in
         let f = try fixture("single", durability: .durable)
         let event = inboxDelta(1)
         benchmark.startMeasurement()
@@ -104,8 +116,9 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     Benchmark(
-        "append single event, durable, 8 threads × 25",
-        configuration: .init(metrics: [.wallClock, .throughput], maxDuration: .seconds(3))
+        "append-single-durable-8-threads-x25",
+        // fsync-bound with eight threads: 3× between runs minutes apart on the CI VM.
+        configuration: .init(metrics: [.wallClock], maxDuration: .seconds(3), thresholds: [.wallClock: .init(relative: [.p50: 400.0, .p90: 400.0])])
     ) { benchmark in
         let f = try fixture("single8", durability: .durable)
         let event = inboxDelta(2)
@@ -140,7 +153,7 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     // Nothing changed since the last read: the kept list, checked with one key read.
-    Benchmark("widget read, warm: top 10 rows + badge") { benchmark in
+    Benchmark("widget-read-warm-kept-list") { benchmark in
         let f = try widgetFixture()
         benchmark.startMeasurement()
         for _ in benchmark.scaledIterations {
@@ -149,18 +162,18 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     // Every read decodes its rows (alternating limits never match the kept list): the cost
-    // of the first read after a change.
-    Benchmark("widget read, rows decoded: top 10 rows + badge") { benchmark in
+    // of the first read after a change. The alternation lives outside the closure, which runs
+    // once per sample.
+    Benchmark("widget-read-rows-decoded") { benchmark in
         let f = try widgetFixture()
-        var limit = 10
         benchmark.startMeasurement()
         for _ in benchmark.scaledIterations {
+            let limit = 10 + widgetReads.wrappingAdd(1, ordering: .relaxed).oldValue % 2
             blackHole(try f.ledger.widgetList(limit: limit))
-            limit = limit == 10 ? 11 : 10
         }
     }
 
-    Benchmark("hasChanged(since:) check") { benchmark in
+    Benchmark("hasChanged-since-check") { benchmark in
         let f = try fixture("version", durability: .none)
         try f.ledger.append(inboxDelta(1))
         let version = try f.ledger.currentVersion()
@@ -170,7 +183,7 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
-    Benchmark("range read of 1000 events") { benchmark in
+    Benchmark("range-read-1000-events") { benchmark in
         let f = try fixture("read", durability: .none, preload: 100_000)
         var after: UInt64 = 0
         benchmark.startMeasurement()
