@@ -36,6 +36,8 @@ public final class Ledger: Sendable {
     let schema: Schema
     let commitQueue: CommitQueue
     let changeMonitor: ChangeMonitor
+    /// The last widget list read in this process (shared by every handle of the directory).
+    let widgetCache: WidgetCache
 
     /// Opens the ledger in `path`, creating it (and the directory) if `options.create` allows.
     ///
@@ -105,6 +107,7 @@ public final class Ledger: Sendable {
         self.metadata = metadata
         self.environment = environment
         self.commitQueue = environment.attachment("InboxLedger.CommitQueue") { CommitQueue() }
+        self.widgetCache = environment.attachment("InboxLedger.WidgetCache") { WidgetCache() }
         self.changeMonitor = environment.attachment("InboxLedger.ChangeMonitor") {
             ChangeMonitor(dataFile: path + "/data.mdb")
         }

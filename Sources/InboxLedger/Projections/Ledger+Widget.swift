@@ -84,11 +84,10 @@ extension Ledger {
     /// print("badge", list.badge)
     /// ```
     public func widgetList(limit: Int = 10, now: Timestamp = .now) throws(LedgerError) -> WidgetList {
-        let cache = environment.attachment("InboxLedger.WidgetCache") { WidgetCache() }
-        return try read("read widget list") { txn in
+        try read("read widget list") { txn in
             let store = schema.store(txn)
             let state = try ProjectionState.load(from: store)
-            if let kept = cache.list(state: state, limit: limit, now: now.micros) { return kept }
+            if let kept = widgetCache.list(state: state, limit: limit, now: now.micros) { return kept }
             let (expiredUnread, nextExpiry) = try expiredUnread(store, now: now.micros)
             var items: [WidgetItem] = []
             if limit > 0 {
@@ -109,7 +108,7 @@ extension Ledger {
                 items: items, unreadCount: Int(unread), badge: Int(state.badge(unread: unread)),
                 version: state.version, updatedAt: state.version == 0 ? nil : Timestamp(micros: state.updatedAt),
                 pendingActions: Int(state.pendingCount), nextExpiry: nextExpiry.map(Timestamp.init(micros:)))
-            cache.keep(list, state: state, limit: limit, now: now.micros)
+            widgetCache.keep(list, state: state, limit: limit, now: now.micros)
             return list
         }
     }
