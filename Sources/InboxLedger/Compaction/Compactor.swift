@@ -214,8 +214,7 @@ public final class Compactor: Sendable {
     private func trimChunk(through: UInt64, now: Int64, in txn: Transaction) throws -> Int {
         let schema = ledger.schema
         let cutoff = now - Int64(policy.keyRetentionSeconds * 1_000_000)
-        var byType: [String: UInt64] = [:]
-        var byRole: [String: UInt64] = [:]
+        var counts = EventCounts()
         var keys: [(key: String, sequence: UInt64)] = []
         // One pass of the cursor: each record is deleted where the cursor stands (no second
         // search), and the next first record is where it stands after the delete.
@@ -226,8 +225,7 @@ public final class Compactor: Sendable {
                 guard let seq = SequenceKey.decode(e.key), seq <= through else { break }
                 // A record whose header is damaged is trimmed all the same; only its counters are lost.
                 if let header = EventRecord.peek(e.value) {
-                    byType[header.type, default: 0] += 1
-                    byRole[header.role, default: 0] += 1
+                    counts.count(type: header.type, role: header.role)
                     if let key = header.key { keys.append((key, seq)) }
                 }
                 try cursor.deleteCurrent()
@@ -241,12 +239,7 @@ public final class Compactor: Sendable {
                 try txn.delete(schema.keys, key: Array(key.utf8))
             }
         }
-        let counters = byType.map { ("t:" + $0.key, $0.value) } + byRole.map { ("o:" + $0.key, $0.value) }
-        for (name, delta) in counters {
-            let key = Array(name.utf8)
-            let current = try txn.readUInt64(schema.counters, key) ?? 0
-            if current > delta { try txn.writeUInt64(schema.counters, key, current - delta) } else { try txn.delete(schema.counters, key: key) }
-        }
+        try counts.apply(to: schema.counters, in: txn, subtracting: true)
         if trimmed > 0 { try renewLease(now: currentMicros(), in: txn) }
         return trimmed
     }

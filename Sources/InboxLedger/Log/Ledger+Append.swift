@@ -140,7 +140,7 @@ extension Ledger {
         var head = try headSequence(in: txn)
         let now = currentMicros()
         let projector = try Projector(store: schema.store(txn))
-        var counters: [String: UInt64] = [:]
+        var counts = EventCounts()
         var outcomes: [Result<AppendReceipt, LedgerError>] = []
         outcomes.reserveCapacity(batch.count)
         for request in batch {
@@ -183,8 +183,7 @@ extension Ledger {
                     firstInBatch[key] = head
                 }
                 receipt.notes += try projector.apply(stored, event.domain)
-                counters["t:" + event.type, default: 0] += 1
-                counters["o:" + request.origin.role, default: 0] += 1
+                counts.count(type: event.type, role: request.origin.role)
                 receipt.sequences.append(head)
             }
             if let cursor = request.cursor {
@@ -194,11 +193,7 @@ extension Ledger {
         }
         try projector.finish()
         try txn.writeUInt64(schema.meta, Schema.MetaKey.head, head)
-        for (name, delta) in counters {
-            let key = Array(name.utf8)
-            let current = try txn.readUInt64(schema.counters, key) ?? 0
-            try txn.writeUInt64(schema.counters, key, current + delta)
-        }
+        try counts.apply(to: schema.counters, in: txn)
         return outcomes
     }
 
