@@ -39,33 +39,20 @@ struct ByteReader {
         return bytes[offset]
     }
 
-    mutating func u16le() -> UInt16? {
-        guard remaining >= 2 else { return nil }
-        defer { offset += 2 }
-        return UInt16(bytes[offset]) | UInt16(bytes[offset + 1]) << 8
-    }
+    mutating func u16le() -> UInt16? { integer() }
+    mutating func u32le() -> UInt32? { integer() }
+    mutating func u64le() -> UInt64? { integer() }
+    mutating func u64be() -> UInt64? { integer(bigEndian: true) }
 
-    mutating func u32le() -> UInt32? {
-        guard remaining >= 4 else { return nil }
-        var v: UInt32 = 0
-        for i in 0..<4 { v |= UInt32(bytes[offset + i]) << UInt32(8 * i) }
-        offset += 4
-        return v
-    }
-
-    mutating func u64le() -> UInt64? {
-        guard remaining >= 8 else { return nil }
-        var v: UInt64 = 0
-        for i in 0..<8 { v |= UInt64(bytes[offset + i]) << UInt64(8 * i) }
-        offset += 8
-        return v
-    }
-
-    mutating func u64be() -> UInt64? {
-        guard remaining >= 8 else { return nil }
-        var v: UInt64 = 0
-        for i in 0..<8 { v = v << 8 | UInt64(bytes[offset + i]) }
-        offset += 8
+    /// The next `MemoryLayout<T>.size` bytes as an integer of either byte order.
+    private mutating func integer<T: FixedWidthInteger & UnsignedInteger>(bigEndian: Bool = false) -> T? {
+        let size = MemoryLayout<T>.size
+        guard remaining >= size else { return nil }
+        var v: T = 0
+        for i in 0..<size {
+            v |= T(bytes[offset + i]) << (8 * (bigEndian ? size - 1 - i : i))
+        }
+        offset += size
         return v
     }
 
