@@ -95,11 +95,8 @@ final class Member {
     }
 }
 
-let executable: String = {
-    var buffer = [CChar](repeating: 0, count: 4096)
-    let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-    return n > 0 ? String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
-}()
+/// This executable: the children are it, in a child role.
+let executable = Processes.product("ledger-torture")
 
 /// Every thread's stack of process `pid` (gdb, when installed), for the report of a hang.
 func threadStacks(of pid: Int32) -> String {
