@@ -14,6 +14,7 @@ final class Fixture: Sendable {
         directory = NSTemporaryDirectory() + "ledger-bench-\(UUID().uuidString)"
         var options = LedgerOptions(role: "bench")
         options.durability = durability
+        options.durabilityFloor = .none  // the `none` fixtures measure unsynced commits
         ledger = try Ledger(path: directory, options: options)
         var loaded = 0
         while loaded < preload {

@@ -45,6 +45,13 @@ enum FileSystem {
         return names
     }
 
+    /// Bytes an unprivileged process may still write on the file system holding `path`.
+    static func availableBytes(at path: String) -> Int? {
+        var s = statvfs()
+        guard statvfs(path, &s) == 0 else { return nil }
+        return Int(s.f_bavail) * Int(s.f_frsize)
+    }
+
     static func errorMessage(_ code: Int32) -> String {
         guard let s = strerror(code) else { return "errno \(code)" }
         return String(cString: s)

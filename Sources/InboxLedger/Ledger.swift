@@ -31,6 +31,9 @@ public final class Ledger: Sendable {
     public let metadata: LedgerMetadata
     /// The origin stamped on events this handle appends.
     public let origin: Origin
+    /// The durability this handle's appends commit with: ``LedgerOptions/durability`` raised to
+    /// the ledger's stored floor (``LedgerMetadata/durabilityFloor``).
+    public let durability: LedgerDurability
 
     let environment: Environment
     let schema: Schema
@@ -52,7 +55,8 @@ public final class Ledger: Sendable {
         let creating = try Ledger.preflight(path: path, options: options)
         var config = EnvironmentConfiguration()
         config.readOnly = options.readOnly
-        config.durability = options.durability.lmdb
+        // Opening and creating commit durably; each append sets the mode it needs.
+        config.durability = .durable
         config.initialMapSize = options.initialMapSize
         config.maxMapSize = options.maxMapSize
         config.databases = Dictionary(uniqueKeysWithValues: Schema.allNames.map { ($0, DatabaseFlags()) })
@@ -64,6 +68,9 @@ public final class Ledger: Sendable {
         } catch {
             if error == .incompatible {
                 throw .permissionDenied(path: path, reason: "already open read-only in this process")
+            }
+            if error == .busy, options.readOnly {
+                throw .permissionDenied(path: path, reason: "lock.mdb cannot be written here (read-only mount?) while other processes have the ledger open: a reader that cannot register its snapshot could read pages being reused under it; open it through a writable path, or when no other process uses it")
             }
             if error == .permissionDenied, options.readOnly {
                 throw .permissionDenied(path: path, reason: "cannot open lock.mdb for writing; LMDB keeps its reader table there, so even a read-only process needs write access to it")
@@ -87,7 +94,7 @@ public final class Ledger: Sendable {
             do { tables = try Environment.open(directory: path, configuration: config) } catch {
                 throw LedgerError.from(error, path: path, operation: "create ledger")
             }
-            metadata = try Ledger.initialize(tables, path: path)
+            metadata = try Ledger.initialize(tables, path: path, durabilityFloor: options.durabilityFloor)
         }
         guard let metadata else { throw .notALedger(path: path, reason: "data.mdb holds no ledger metadata") }
         guard metadata.formatVersion <= Schema.formatVersion else {
@@ -105,6 +112,7 @@ public final class Ledger: Sendable {
             throw .notALedger(path: path, reason: "missing table '\(Schema.allNames.first { !environment.hasDatabase($0) } ?? "?")'")
         }
         self.metadata = metadata
+        self.durability = options.durability.atLeast(metadata.durabilityFloor)
         self.environment = environment
         self.commitQueue = environment.attachment("InboxLedger.CommitQueue") { CommitQueue() }
         self.widgetCache = environment.attachment("InboxLedger.WidgetCache") { WidgetCache() }
@@ -133,8 +141,8 @@ public final class Ledger: Sendable {
             break
         }
         // Another process may be creating the ledger right now: LMDB writes a new data.mdb's
-        // meta pages just after creating it. A data file shorter than two pages is given up to
-        // a second to become valid before it is judged.
+        // meta pages just after creating it. A data file shorter than two pages that does not
+        // look like LMDB is given up to a second to become valid before it is judged.
         var attempts = 0
         while true {
             attempts += 1
@@ -142,6 +150,12 @@ public final class Ledger: Sendable {
             switch probe {
             case .valid:
                 return false
+            case .unfinishedCreation:
+                // Nothing was ever committed: the environment layer creates the store afresh.
+                guard !options.readOnly else {
+                    throw .notALedger(path: path, reason: "its creation never finished (data.mdb holds no commit); open it once with write access to finish it")
+                }
+                return true
             case .missing:
                 guard options.create, !options.readOnly else { throw .notALedger(path: path, reason: "no data.mdb in the directory") }
                 guard let entries = FileSystem.entries(of: path) else {
@@ -153,17 +167,23 @@ public final class Ledger: Sendable {
                     throw .notALedger(path: path, reason: "directory is not empty and has no data.mdb (found \(foreign.sorted().prefix(3).joined(separator: ", ")))")
                 }
                 return true
+            case .notRegularFile(let name, let kind):
+                throw .notALedger(path: path, reason: "\(name) is a \(kind), not a regular file")
             case .unreadable(let code):
                 throw .permissionDenied(path: path, reason: "cannot read data.mdb: \(FileSystem.errorMessage(code))")
-            case .notLMDB, .truncated:
+            case .notLMDB, .truncated, .damagedMeta:
                 if attempts < 50, FileSystem.size(of: path + "/data.mdb").map({ $0 < 8192 }) ?? false {
                     usleep(20_000)
                     continue
                 }
-                if case .truncated(let size, let required) = probe {
-                    throw .corruptStore(path: path, reason: "data.mdb is truncated (\(size) bytes, its tree roots need \(required))")
+                switch probe {
+                case .truncated(let size, let required):
+                    throw .corruptStore(path: path, reason: "data.mdb is truncated (\(size) bytes; the pages its trees refer to need \(required))")
+                case .damagedMeta(let reason):
+                    throw .corruptStore(path: path, reason: "data.mdb: \(reason)")
+                default:
+                    throw .notALedger(path: path, reason: "data.mdb is not an LMDB file")
                 }
-                throw .notALedger(path: path, reason: "data.mdb is not an LMDB file")
             }
         }
     }
@@ -179,7 +199,14 @@ public final class Ledger: Sendable {
                 }
                 let id = try txn.get(meta, key: Schema.MetaKey.ledgerID).flatMap { String(utf8: $0) } ?? ""
                 let created = try txn.readUInt64(meta, Schema.MetaKey.createdAt) ?? 0
-                return LedgerMetadata(formatVersion: format, ledgerID: id, createdAtMicros: Int64(bitPattern: created))
+                var floor = LedgerDurability.singleSync
+                if let stored = try txn.get(meta, key: Schema.MetaKey.durabilityFloor) {
+                    guard stored.count == 1, let value = LedgerDurability(storedByte: stored[0]) else {
+                        throw LedgerError.corruptStore(path: path, reason: "unreadable durability floor in the ledger metadata")
+                    }
+                    floor = value
+                }
+                return LedgerMetadata(formatVersion: format, ledgerID: id, createdAtMicros: Int64(bitPattern: created), durabilityFloor: floor)
             }
         } catch {
             throw LedgerError.from(error, path: path, operation: "read metadata")
@@ -187,7 +214,7 @@ public final class Ledger: Sendable {
     }
 
     /// Writes the metadata record unless another process did it first (then keeps theirs).
-    private static func initialize(_ environment: Environment, path: String) throws(LedgerError) -> LedgerMetadata {
+    private static func initialize(_ environment: Environment, path: String, durabilityFloor: LedgerDurability) throws(LedgerError) -> LedgerMetadata {
         do {
             let meta = try environment.database(Schema.metaName)
             let events = try environment.database(Schema.eventsName)
@@ -203,6 +230,7 @@ public final class Ledger: Sendable {
                 try txn.put(meta, key: Schema.MetaKey.ledgerID, value: Array(randomUUIDString().utf8))
                 try txn.writeUInt64(meta, Schema.MetaKey.createdAt, UInt64(bitPattern: currentMicros()))
                 try txn.writeUInt64(meta, Schema.MetaKey.head, 0)
+                try txn.put(meta, key: Schema.MetaKey.durabilityFloor, value: [durabilityFloor.storedByte])
             }
         } catch {
             throw LedgerError.from(error, path: path, operation: "create ledger")

@@ -1,5 +1,11 @@
 import LMDB
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Everything that can go wrong with a ledger, each case saying what and where.
 ///
 /// ```swift
@@ -71,6 +77,9 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         switch lmdb {
         case .mapFull: return .storeFull(path: path, reason: "the map reached its maximum size (raise maxMapSize)")
         case .noSpace: return .storeFull(path: path, reason: "no space left on device")
+        case LMDBError(rawValue: EIO) where (FileSystem.availableBytes(at: path) ?? .max) < 1 << 20:
+            // LMDB reports a short write as EIO: on a device this full, that is the cause.
+            return .storeFull(path: path, reason: "no space left on device (a write was cut short)")
         case .permissionDenied: return .permissionDenied(path: path, reason: "\(lmdb.message) (open read-only to read it)")
         case .readOnlyFileSystem: return .permissionDenied(path: path, reason: "read-only file system (open read-only to read it)")
         case .corrupted, .pageNotFound, .panic: return .corruptStore(path: path, reason: lmdb.message)

@@ -4,11 +4,37 @@
 /// |---|---|---|---|
 /// | `durable` (default) | 2 | every committed event kept | every committed event kept |
 /// | `singleSync` | 1 | kept | the last commit(s) may be undone; never corrupt |
-/// | `none` | 0 | kept | recent commits may be lost |
+/// | `none` | 0 | kept | the whole file may be corrupted, every process's events with it |
+///
+/// The processes of a ledger share one file, so a mode is not a private choice: under `none`
+/// an OS crash can leave a meta page pointing at pages that never reached the disk. A ledger
+/// therefore records a *durability floor* when it is created (``LedgerOptions/durabilityFloor``,
+/// `singleSync` by default) and every process commits at least that strongly: asking for
+/// `none` on a ledger whose floor is `singleSync` commits with one sync. docs/operations.md
+/// says what each mode and each mix survives.
 public enum LedgerDurability: String, Sendable, Hashable, CaseIterable {
     case durable
     case singleSync
     case none
+
+    private var rank: Int {
+        switch self {
+        case .none: 0
+        case .singleSync: 1
+        case .durable: 2
+        }
+    }
+
+    /// This mode, raised to `floor` if weaker.
+    public func atLeast(_ floor: LedgerDurability) -> LedgerDurability { rank >= floor.rank ? self : floor }
+
+    /// The stored byte of a ledger's durability floor (docs/format.md).
+    var storedByte: UInt8 { UInt8(rank) }
+
+    init?(storedByte: UInt8) {
+        guard let mode = LedgerDurability.allCases.first(where: { $0.rank == Int(storedByte) }) else { return nil }
+        self = mode
+    }
 }
 
 /// How to open a ledger.
@@ -21,8 +47,14 @@ public enum LedgerDurability: String, Sendable, Hashable, CaseIterable {
 public struct LedgerOptions: Sendable {
     /// The role recorded as every appended event's origin (1–64 bytes).
     public var role: String
-    /// Commit durability; see ``LedgerDurability``.
+    /// Commit durability; see ``LedgerDurability``. Raised to the ledger's stored
+    /// durability floor if weaker (``Ledger/durability`` tells the mode in force).
     public var durability: LedgerDurability = .durable
+    /// The weakest durability any process may commit with, recorded in a ledger this handle
+    /// creates (an existing ledger keeps the floor it was created with). `none` lets processes
+    /// skip syncing altogether, accepting that an OS crash or power cut may corrupt the whole
+    /// file: for caches and tests, never for data that must survive.
+    public var durabilityFloor: LedgerDurability = .singleSync
     /// Open without write access (works in a directory the process cannot write to only if
     /// `lock.mdb` already exists and is writable, or the file system is read-only).
     public var readOnly: Bool = false

@@ -21,6 +21,7 @@ struct Schema: Sendable {
         static let head = Array("head".utf8)
         static let lastCompaction = Array("last-compaction".utf8)
         static let compactorLease = Array("compactor-lease".utf8)
+        static let durabilityFloor = Array("durability-floor".utf8)
     }
 
     let meta: Database
@@ -54,6 +55,9 @@ public struct LedgerMetadata: Hashable, Sendable {
     public var ledgerID: String
     /// Creation time, microseconds since the epoch.
     public var createdAtMicros: Int64
+    /// The weakest durability any process commits with (``LedgerOptions/durabilityFloor``);
+    /// `singleSync` for ledgers created before the floor was recorded.
+    public var durabilityFloor: LedgerDurability = .singleSync
 }
 
 /// Helpers to read and write the meta record's fields.

@@ -4,74 +4,211 @@ import Glibc
 import Darwin
 #endif
 
-/// What a directory's `data.mdb` looks like, read from its meta pages without opening the
-/// environment, so nothing (not even `lock.mdb`) is created while checking.
+/// What a directory's `data.mdb` looks like, read from its meta pages with `pread` before
+/// LMDB maps anything, so nothing (not even `lock.mdb`) is created while checking and no
+/// damage the probe can see ever reaches LMDB's map (where it would be a SIGBUS or an abort).
+/// docs/lmdb.md (rules 23–25) says why each case exists.
 public enum DataFileProbe: Sendable, Equatable {
     /// The directory has no `data.mdb`.
     case missing
+    /// `data.mdb` (or `lock.mdb`) exists but is not a regular file (a FIFO, a directory, a
+    /// device…): opening or reading it could block forever.
+    case notRegularFile(name: String, kind: String)
+    /// A creation that never finished: `data.mdb` is empty, or holds nothing but zeros and meta
+    /// pages of transaction 0 (LMDB's initial pages). Nothing was ever committed in it, so it
+    /// is safe to create the store afresh (``Environment/open(directory:configuration:)`` does).
+    case unfinishedCreation(fileSize: Int)
     /// `data.mdb` cannot be read (the `errno`).
     case unreadable(errno: Int32)
     /// `data.mdb` is not an LMDB file (bad magic or version).
     case notLMDB
-    /// `data.mdb` is shorter than its own meta page says (`fileSize` < `requiredSize`).
+    /// A meta page is damaged (LMDB would refuse or misread the file).
+    case damagedMeta(reason: String)
+    /// `data.mdb` is shorter than the pages its current meta page refers to.
     case truncated(fileSize: Int, requiredSize: Int)
     /// A plausible LMDB data file.
     case valid(pageSize: Int, fileSize: Int)
 
-    // MDB_page header (16 bytes), then MDB_meta: magic u32, version u32, address ptr,
-    // mapsize size_t, 2 × MDB_db (48 bytes each: md_pad u32 — the first's holds the page size —,
-    // flags u16, depth u16, branch, leaf, overflow, entries, root), last_pg, txnid.
-    // 64-bit layout, native byte order: the free tree's root is at 80, the main tree's at 128.
-    static let magic: UInt32 = 0xBEEF_C0DE
-    static let dataVersion: UInt32 = 1
-
-    /// Reads the two meta pages of `directory/data.mdb`.
+    /// Reads the two meta pages of `directory/data.mdb` (and checks the kinds of both files).
+    /// A file shorter than its meta page's last used page is walked (``PageWalker``) to tell
+    /// a real truncation from pages that were allocated and freed without ever being written.
     public static func probe(directory: String) -> DataFileProbe {
+        if let problem = irregularFile(directory: directory, name: "lock.mdb") { return problem }
+        if let problem = irregularFile(directory: directory, name: "data.mdb") { return problem }
         let path = directory + "/data.mdb"
-        let fd = Glibc_open(path, O_RDONLY)
+        let fd = openFile(path, O_RDONLY | O_NONBLOCK)
         if fd < 0 { return errno == ENOENT ? .missing : .unreadable(errno: errno) }
         defer { close(fd) }
-        var header = [UInt8](repeating: 0, count: 160)
-        let n = header.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 160, 0) }
-        guard n == 160 else { return n < 0 ? .unreadable(errno: errno) : (n < 24 ? .notLMDB : .truncated(fileSize: n, requiredSize: 8192)) }
-        guard load32(header, 16) == magic, load32(header, 20) == dataVersion else { return .notLMDB }
-        let pageSize = Int(load32(header, 40))
-        guard pageSize >= 512, pageSize <= 65536, pageSize & (pageSize - 1) == 0 else { return .notLMDB }
-        var second = [UInt8](repeating: 0, count: 160)
-        let m = second.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 160, off_t(pageSize)) }
-        // The size is taken after the meta pages are read: another process may be committing
-        // right now, and the file only grows, so the size can only be larger than the meta needs.
+        return probe(fd: fd)
+    }
+
+    static func probe(fd: Int32) -> DataFileProbe {
         var s = stat_t()
         guard fstat(fd, &s) == 0 else { return .unreadable(errno: errno) }
+        guard (s.st_mode & S_IFMT) == S_IFREG else { return .notRegularFile(name: "data.mdb", kind: fileKind(s.st_mode)) }
+        let head: [UInt8]
+        switch readAt(fd, offset: 0, count: 2 * MetaPage.largestPageSize) {
+        case .failure(let error): return .unreadable(errno: error.rawValue)
+        case .success(let bytes): head = bytes
+        }
+        if head.isEmpty { return .unfinishedCreation(fileSize: 0) }
+        let first = MetaPage(head, at: 0)
+        if first == nil {
+            // No meta page at offset 0: an interrupted creation only if nothing else was written.
+            if Int(s.st_size) <= head.count, head.allSatisfy({ $0 == 0 }) { return .unfinishedCreation(fileSize: head.count) }
+            if head.count >= 24, MetaPage.load32(head, 16) == MetaPage.magic {
+                return MetaPage.load32(head, 20) == MetaPage.dataVersion ? .damagedMeta(reason: "meta page 0 is damaged") : .notLMDB
+            }
+            return .notLMDB
+        }
+        guard let first else { return .notLMDB }
+        let pageSize = first.pageSize
+        let secondBytes = head.count > pageSize ? Array(head[pageSize..<min(head.count, 2 * pageSize)]) : []
+        let second = MetaPage(secondBytes, at: 0)
+        // The size is taken after the meta pages are read: another process may be committing
+        // right now, and the file only grows, so the size can only be larger than the meta needs.
+        guard fstat(fd, &s) == 0 else { return .unreadable(errno: errno) }
         let fileSize = Int(s.st_size)
-        guard fileSize >= 2 * pageSize else { return .truncated(fileSize: fileSize, requiredSize: 2 * pageSize) }
-        guard m == 160 else { return .truncated(fileSize: fileSize, requiredSize: 2 * pageSize) }
-        // The meta with the larger transaction ID is the current one. The root pages of its two
-        // B-trees (free list, main) were written by the commit that wrote the meta, so they must
-        // lie inside the file. (Its last_pg need not: a page allocated and freed within one
-        // transaction may never be written.) P_INVALID (all ones) marks an empty tree.
-        var best = header
-        if load32(second, 16) == magic, load64(second, 144) > load64(header, 144) { best = second }
-        let roots = [load64(best, 80), load64(best, 128)].filter { $0 != UInt64.max }
-        let highest = Int(clamping: roots.max() ?? 1)
-        let (required, overflow) = (highest + 1).multipliedReportingOverflow(by: pageSize)
-        if overflow { return .notLMDB }
-        if fileSize < required { return .truncated(fileSize: fileSize, requiredSize: required) }
+        if first.transactionID == 0, second?.transactionID ?? 0 == 0, fileSize <= 2 * pageSize,
+           second != nil || secondBytes.allSatisfy({ $0 == 0 }) {
+            // LMDB writes both initial meta pages (transaction 0) in one write when it creates
+            // the file; a file that has nothing else was never committed to.
+            return .unfinishedCreation(fileSize: fileSize)
+        }
+        guard let second else {
+            if secondBytes.count < min(pageSize, 24) { return .truncated(fileSize: fileSize, requiredSize: 2 * pageSize) }
+            return .damagedMeta(reason: "meta page 1 is damaged")
+        }
+        guard second.pageSize == pageSize else { return .damagedMeta(reason: "the meta pages disagree on the page size") }
+        let current = second.transactionID > first.transactionID ? second : first
+        let (required, overflow) = (current.lastPage + 1).multipliedReportingOverflow(by: pageSize)
+        if overflow || current.lastPage < 1 { return .damagedMeta(reason: "meta page records last page \(current.lastPage)") }
+        for root in current.roots where root >= current.lastPage + 1 {
+            return .damagedMeta(reason: "meta page refers to page \(root) past its last page \(current.lastPage)")
+        }
+        if fileSize < required {
+            // Pages allocated and freed within one transaction may never be written, so a short
+            // file is damaged only if a page the trees refer to lies past its end.
+            let walk = PageWalker(fd: fd, pageSize: pageSize, fileSize: fileSize, meta: current).walk(stopAtFirstProblem: true)
+            if let beyond = walk.firstPageBeyondEnd {
+                return .truncated(fileSize: fileSize, requiredSize: (beyond + 1) * pageSize)
+            }
+        }
         return .valid(pageSize: pageSize, fileSize: fileSize)
     }
 
-    private static func load32(_ b: [UInt8], _ at: Int) -> UInt32 {
+    private static func irregularFile(directory: String, name: String) -> DataFileProbe? {
+        var s = stat_t()
+        guard lstat(directory + "/" + name, &s) == 0 else { return nil }
+        let kind = s.st_mode & S_IFMT
+        if kind == S_IFREG { return nil }
+        if kind == S_IFLNK {
+            // A link is followed; what it points to must be a regular file.
+            guard stat(directory + "/" + name, &s) == 0 else { return .notRegularFile(name: name, kind: "dangling symbolic link") }
+            if (s.st_mode & S_IFMT) == S_IFREG { return nil }
+        }
+        return .notRegularFile(name: name, kind: fileKind(s.st_mode))
+    }
+
+    static func fileKind(_ mode: mode_t) -> String {
+        switch mode & S_IFMT {
+        case S_IFREG: "regular file"
+        case S_IFDIR: "directory"
+        case S_IFIFO: "FIFO"
+        case S_IFSOCK: "socket"
+        case S_IFCHR: "character device"
+        case S_IFBLK: "block device"
+        case S_IFLNK: "symbolic link"
+        default: "special file"
+        }
+    }
+}
+
+/// One LMDB meta page, parsed from bytes (64-bit layout, native byte order).
+///
+/// MDB_page header (16 bytes: pgno u64, pad u16, flags u16, lower u16, upper u16), then
+/// MDB_meta: magic u32 @16, version u32 @20, address @24, mapsize @32, two MDB_db of 48 bytes
+/// (free @40, main @88; md_pad u32, flags u16, depth u16, branch, leaf, overflow, entries,
+/// root u64 at +40 — the free DB's md_pad holds the page size), last_pg @136, txnid @144.
+struct MetaPage: Equatable {
+    static let magic: UInt32 = 0xBEEF_C0DE
+    static let dataVersion: UInt32 = 1
+    static let pageFlag: UInt16 = 0x08
+    static let largestPageSize = 65536
+    static let size = 152
+
+    var pageSize: Int
+    var freeDB: TreeDescriptor
+    var mainDB: TreeDescriptor
+    var lastPage: Int
+    var transactionID: UInt64
+
+    var roots: [Int] { [freeDB.root, mainDB.root].compactMap { $0 } }
+
+    /// Parses the meta page at `offset` of `bytes`; nil unless it has LMDB's flags, magic,
+    /// version and a plausible page size.
+    init?(_ bytes: [UInt8], at offset: Int) {
+        guard bytes.count >= offset + MetaPage.size else { return nil }
+        guard MetaPage.load16(bytes, offset + 10) & MetaPage.pageFlag != 0,
+              MetaPage.load32(bytes, offset + 16) == MetaPage.magic,
+              MetaPage.load32(bytes, offset + 20) == MetaPage.dataVersion else { return nil }
+        let pageSize = Int(MetaPage.load32(bytes, offset + 40))
+        guard pageSize >= 512, pageSize <= MetaPage.largestPageSize, pageSize & (pageSize - 1) == 0 else { return nil }
+        self.pageSize = pageSize
+        freeDB = TreeDescriptor(bytes, at: offset + 40)
+        mainDB = TreeDescriptor(bytes, at: offset + 88)
+        lastPage = Int(clamping: MetaPage.load64(bytes, offset + 136))
+        transactionID = MetaPage.load64(bytes, offset + 144)
+    }
+
+    static func load16(_ b: [UInt8], _ at: Int) -> UInt16 { UInt16(b[at]) | UInt16(b[at + 1]) << 8 }
+
+    static func load32(_ b: [UInt8], _ at: Int) -> UInt32 {
         var v: UInt32 = 0
         for i in 0..<4 { v |= UInt32(b[at + i]) << (8 * i) }
         return UInt32(littleEndian: v)
     }
 
-    private static func load64(_ b: [UInt8], _ at: Int) -> UInt64 {
+    static func load64(_ b: [UInt8], _ at: Int) -> UInt64 {
         var v: UInt64 = 0
         for i in 0..<8 { v |= UInt64(b[at + i]) << (8 * i) }
         return UInt64(littleEndian: v)
     }
 }
 
-@inline(__always)
-private func Glibc_open(_ path: String, _ flags: Int32) -> Int32 { open(path, flags) }
+/// An `MDB_db` record: a B-tree's flags, depth and root page (nil for an empty tree).
+struct TreeDescriptor: Equatable {
+    var flags: UInt16
+    var depth: Int
+    var root: Int?
+
+    init(_ bytes: [UInt8], at offset: Int) {
+        flags = MetaPage.load16(bytes, offset + 4)
+        depth = Int(MetaPage.load16(bytes, offset + 6))
+        let root = MetaPage.load64(bytes, offset + 40)
+        self.root = root == UInt64.max ? nil : Int(clamping: root)
+    }
+}
+
+/// Reads `count` bytes at `offset` (fewer at the end of the file), retrying short reads.
+func readAt(_ fd: Int32, offset: Int, count: Int) -> Result<[UInt8], LMDBError> {
+    var buffer = [UInt8](repeating: 0, count: count)
+    var done = 0
+    while done < count {
+        let n = buffer.withUnsafeMutableBytes { raw -> Int in
+            guard let base = raw.baseAddress else { return 0 }
+            return pread(fd, base + done, count - done, off_t(offset + done))
+        }
+        if n < 0 {
+            if errno == EINTR { continue }
+            return .failure(LMDBError(rawValue: errno))
+        }
+        if n == 0 { break }
+        done += n
+    }
+    if done < count { buffer.removeLast(count - done) }
+    return .success(buffer)
+}
+
+/// `open(2)` under a name no type's `open` method hides.
+func openFile(_ path: String, _ flags: Int32) -> Int32 { open(path, flags) }

@@ -71,6 +71,7 @@ enum EnvironmentRegistry {
         var flags = configuration.flags.union(.noThreadLocalStorage).union(configuration.durability.flags)
         flags.subtract([.noLock, .writeMap, .mapAsync])
         if configuration.readOnly { flags.insert(.readOnly) }
+        try StorePreparation.prepare(directory: directory, configuration: configuration)
         let deadline = monotonicMilliseconds() + configuration.openRetryMilliseconds
         var backoff: UInt32 = 1000
         while true {

@@ -82,6 +82,9 @@ public struct LMDBError: Error, RawRepresentable, Hashable, Sendable, CustomStri
     public static let noSuchFile = LMDBError(rawValue: ENOENT)
     /// `ENOMEM`: out of memory (or address space for the map).
     public static let outOfMemory = LMDBError(rawValue: ENOMEM)
+    /// `EBUSY`: a read-only opening that could not register as a reader, while other
+    /// processes have the environment open (docs/lmdb.md rule 22).
+    public static let busy = LMDBError(rawValue: EBUSY)
     /// `EAGAIN`: resource temporarily unavailable (e.g. a lock held by another process).
     public static let tryAgain = LMDBError(rawValue: EAGAIN)
 

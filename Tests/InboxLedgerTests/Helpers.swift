@@ -10,6 +10,7 @@ struct TestLedger {
     init(role: String = "app", durability: LedgerDurability = .none, configure: (inout LedgerOptions) -> Void = { _ in }) throws {
         var options = LedgerOptions(role: role)
         options.durability = durability
+        options.durabilityFloor = .none  // a test ledger may skip syncs when a test asks for `none`
         configure(&options)
         ledger = try Ledger(path: directory.child("ledger"), options: options)
     }

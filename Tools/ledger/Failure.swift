@@ -30,7 +30,8 @@ func emit(_ text: String) {
 
 /// Opens a ledger for a subcommand, printing a clear error and exiting 3 when it cannot.
 /// A command that only reads falls back to read-only when the directory is not writable.
-func openLedger(_ location: LedgerLocation, role: String = "cli", writes: Bool, create: Bool = false,
+/// With `reportErrors: false` the `LedgerError` is thrown as it is, for the caller to report.
+func openLedger(_ location: LedgerLocation, role: String = "cli", writes: Bool, create: Bool = false, reportErrors: Bool = true,
                 configure: (inout LedgerOptions) -> Void = { _ in }) throws -> Ledger {
     var options = LedgerOptions(role: role)
     options.readOnly = location.readOnly
@@ -40,9 +41,9 @@ func openLedger(_ location: LedgerLocation, role: String = "cli", writes: Bool, 
         return try Ledger(path: location.path, options: options)
     } catch LedgerError.permissionDenied(_, _) where !writes && !options.readOnly {
         options.readOnly = true
-        do { return try Ledger(path: location.path, options: options) } catch { throw fail(error) }
+        do { return try Ledger(path: location.path, options: options) } catch { throw reportErrors ? fail(error) : error }
     } catch {
-        throw fail(error)
+        throw reportErrors ? fail(error) : error
     }
 }
 

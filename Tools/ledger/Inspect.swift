@@ -24,6 +24,10 @@ struct Inspect: ParsableCommand {
     var last = 5
 
     func run() throws {
+        _ = Guarded.runInChild { signal in
+            printError("\(location.path): corrupt store: reading it crashed the inspecting process (\(signal)); run `ledger verify` for the damaged pages")
+            return ExitStatus.cannotOpen
+        }
         let ledger = try openLedger(location, writes: false)
         let stats: LedgerStatistics
         let recent: [Event]

@@ -20,7 +20,34 @@ struct Verify: ParsableCommand {
     var json = false
 
     func run() throws {
-        let ledger = try openLedger(location, writes: false)
+        _ = Guarded.runInChild { signal in
+            let finding = "reading the store through LMDB crashed the checking process (\(signal)): a page is damaged; see docs/reliability.md"
+            if json {
+                let object: [String: Any] = ["healthy": false, "findings": [finding], "warnings": [String]()]
+                // Serialising a dictionary of strings and a bool cannot fail.
+                emit((try? EventFormatting.json(object)) ?? #"{"healthy":false}"#)
+            } else {
+                emit(Style.bad("DAMAGED: \(location.path)") + "\n" + Style.bad("  problem: ") + finding)
+            }
+            return ExitStatus.problems
+        }
+        let ledger: Ledger
+        do {
+            ledger = try openLedger(location, writes: false, reportErrors: false)
+        } catch LedgerError.corruptStore(let path, let reason) {
+            // LMDB refuses the store: name the damaged pages if a walk of the file finds them.
+            let pages = Ledger.damagedPages(at: path)
+            guard !pages.isEmpty else { throw fail(LedgerError.corruptStore(path: path, reason: reason)) }
+            let findings = [reason] + pages
+            if json {
+                emit(try EventFormatting.json(["healthy": false, "findings": findings, "warnings": [String]()] as [String: Any]))
+            } else {
+                emit(([Style.bad("DAMAGED: \(location.path)")] + findings.map { Style.bad("  problem: ") + $0 }).joined(separator: "\n"))
+            }
+            throw ExitCode(ExitStatus.problems)
+        } catch let error as LedgerError {
+            throw fail(error)
+        }
         let report: VerificationReport
         do { report = try ledger.verify() } catch { throw fail(error) }
         if json {

@@ -222,7 +222,7 @@ public enum DomainEvent: Hashable, Sendable {
         guard builtInTypes.contains(type) else { return .custom(type: type, payload: payload) }
         let root: JSONValue
         do { root = try JSONParser.parse(payload) } catch {
-            throw .invalidEvent(index: index, field: "data", reason: "malformed JSON")
+            throw .invalidEvent(index: index, field: "data", reason: error.message)
         }
         do {
             let data = try JSONFields(root, path: "data")

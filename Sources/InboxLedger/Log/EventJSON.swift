@@ -27,7 +27,7 @@ public enum EventJSON {
     static func parse(bytes: [UInt8], index: Int) throws(LedgerError) -> NewEvent {
         let document: JSONValue
         do { document = try JSONParser.parse(bytes) } catch {
-            throw .invalidEvent(index: index, field: "json", reason: "malformed JSON")
+            throw .invalidEvent(index: index, field: "json", reason: error.message)
         }
         guard case .object(let fields) = document else {
             throw .invalidEvent(index: index, field: "json", reason: "expected an object like {\"type\": …, \"data\": …}")
@@ -50,7 +50,7 @@ public enum EventJSON {
     /// The canonical form of a JSON document.
     static func canonicalize(_ bytes: [UInt8]) throws(LedgerError) -> [UInt8] {
         do { return canonicalBytes(try JSONParser.parse(bytes)) } catch {
-            throw .invalidEvent(index: 0, field: "data", reason: "malformed JSON")
+            throw .invalidEvent(index: 0, field: "data", reason: error.message)
         }
     }
 
@@ -75,14 +75,7 @@ public enum EventJSON {
         case .null: out += Array("null".utf8)
         case .bool(let b): out += Array((b ? "true" : "false").utf8)
         case .integer(let i): out += Array(String(i).utf8)
-        case .number(let d):
-            if !d.isFinite {
-                out += Array("null".utf8)
-            } else if d.rounded() == d, abs(d) < 9_007_199_254_740_992 {
-                out += Array(String(Int64(d)).utf8)  // 2.0 and 2 are one number
-            } else {
-                out += Array(String(d).utf8)
-            }
+        case .number(let d): out += Array(canonicalText(of: d).utf8)
         case .string(let s): writeString(s, to: &out)
         case .array(let items):
             out.append(UInt8(ascii: "["))
@@ -101,6 +94,15 @@ public enum EventJSON {
             }
             out.append(UInt8(ascii: "}"))
         }
+    }
+
+    /// How a double is written: integral values below 2^53 as integers (2.0 and 2 are one
+    /// number), others in Swift's shortest round-trip form; non-finite ones (which the parser
+    /// never produces) as `null`.
+    static func canonicalText(of d: Double) -> String {
+        if !d.isFinite { return "null" }
+        if d.rounded() == d, abs(d) < 9_007_199_254_740_992 { return String(Int64(d)) }
+        return String(d)
     }
 
     /// A JSON string: `"` and `\` escaped, control characters as short escapes or `\u00XX`,

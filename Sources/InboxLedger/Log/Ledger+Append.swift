@@ -64,7 +64,7 @@ extension Ledger {
 
     /// Appends `events` atomically: all of them are committed, in order, or none is.
     /// Returns their sequence numbers in order. Blocks until the commit is on disk as
-    /// ``LedgerOptions/durability`` promises; concurrent callers in this process share commits.
+    /// ``Ledger/durability`` promises; concurrent callers in this process share commits.
     @discardableResult
     public func append(contentsOf events: [NewEvent]) throws(LedgerError) -> [UInt64] {
         try appendWithReceipt(contentsOf: events).sequences
@@ -78,7 +78,7 @@ extension Ledger {
 
     func submit(_ prepared: [PreparedEvent], cursor: CursorCommit?) throws(LedgerError) -> AppendReceipt {
         if options.readOnly { throw .readOnly(path: path) }
-        let request = CommitRequest(events: prepared, origin: origin, durability: options.durability, cursor: cursor)
+        let request = CommitRequest(events: prepared, origin: origin, durability: durability, cursor: cursor)
         let result = commitQueue.submit(request, maxEvents: options.maxGroupCommitEvents) { batch in
             commit(batch)
         }

@@ -18,6 +18,11 @@ public struct VerificationReport: Sendable, Hashable {
         case consumerAhead(name: String, cursor: UInt64, head: UInt64)
         /// A snapshot cannot be read back.
         case snapshot(sequence: UInt64, reason: String)
+        /// A page of the store's B-trees is damaged or missing (found by walking the file
+        /// with `pread`; nothing else is read through LMDB once one is found).
+        case damagedPage(String)
+        /// The reader table in `lock.mdb` could not be read.
+        case unreadableReaderTable(reason: String)
 
         public var description: String {
             switch self {
@@ -28,6 +33,8 @@ public struct VerificationReport: Sendable, Hashable {
             case .rebuildFailed(let r): "projections cannot be rebuilt: \(r)"
             case .consumerAhead(let n, let c, let h): "consumer '\(n)' is at \(c), past the head \(h)"
             case .snapshot(let s, let r): "snapshot \(s): \(r)"
+            case .damagedPage(let text): text
+            case .unreadableReaderTable(let reason): "the reader table in lock.mdb cannot be read: \(reason)"
             }
         }
     }
@@ -62,44 +69,66 @@ public struct VerificationReport: Sendable, Hashable {
 }
 
 extension Ledger {
-    /// Checks everything that can be checked: every record's checksum and decodability, that
-    /// sequences are dense up to the head, the projections against a rebuild, consumer cursors,
-    /// every snapshot, and the reader table. Reads in short transactions; safe while others write
-    /// (the projection comparison uses one consistent transaction).
+    /// Checks everything that can be checked: every page of every B-tree (read with `pread`,
+    /// never through LMDB's map, so a damaged page is a finding and not a crash), every record's
+    /// checksum and decodability, that sequences are dense up to the head, the projections
+    /// against a rebuild, consumer cursors, every snapshot, and the reader table.
+    ///
+    /// Every check after the page walk reads one snapshot (one read transaction), so it is
+    /// exact while other processes append. That transaction pins the pages of its snapshot for
+    /// the length of the check: the file may grow meanwhile under heavy churn.
     ///
     /// ```swift
     /// let report = try ledger.verify()
     /// if !report.isHealthy { report.findings.forEach { print($0) } }
     /// ```
     public func verify() throws(LedgerError) -> VerificationReport {
+        let walk: PageWalkReport
+        do { walk = try environment.walkPages() } catch { throw LedgerError.from(error, path: path, operation: "walk pages") }
+        guard walk.isHealthy else {
+            // Reading damaged pages through LMDB's map can abort the process: stop here.
+            return VerificationReport(eventsChecked: 0, firstSequence: 0, headSequence: 0, snapshotsChecked: 0,
+                                      findings: walk.problems.map { .damagedPage($0) }, warnings: [])
+        }
+        var report = try read("verify") { txn in try verify(in: txn) }
+        // Reader table (outside LMDB's transactions; a failure to read it is itself reported).
+        do {
+            let dead = try environment.readers().map(\.pid).filter { !processIsAlive($0) }
+            if !dead.isEmpty { report.warnings.append(.staleReaders(pids: Array(Set(dead)).sorted())) }
+        } catch {
+            report.findings.append(.unreadableReaderTable(reason: error.message))
+        }
+        return report
+    }
+
+    /// The damaged pages of the store in `path`, found by walking its file with `pread`s
+    /// without opening it: for a store that cannot be opened (``LedgerError/corruptStore(path:reason:)``).
+    /// Empty if no page is damaged or the file has no readable meta page.
+    ///
+    /// ```swift
+    /// for problem in Ledger.damagedPages(at: "/tmp/inbox") { print(problem) }
+    /// ```
+    public static func damagedPages(at path: String) -> [String] {
+        DataFileProbe.walkPages(directory: path)?.problems ?? []
+    }
+
+    private func verify(in txn: Transaction) throws -> VerificationReport {
         var findings: [VerificationReport.Finding] = []
         var warnings: [VerificationReport.Warning] = []
-        let (first, head) = try read("verify") { txn in (try firstSequence(in: txn), try headSequence(in: txn)) }
+        let (first, head) = (try firstSequence(in: txn), try headSequence(in: txn))
 
-        // Records: checksums, decodability, density. Paged, one short transaction per page.
+        // Records: checksums, decodability, density.
         var checked = 0
         var expected = first
         var last: UInt64 = first > 0 ? first - 1 : 0
-        var position: UInt64 = 0
-        while true {
-            let page = try read("verify records") { txn in
-                try txn.withCursor(schema.events) { cursor -> [Entry] in
-                    var entries: [Entry] = []
-                    var entry = position == 0 ? try cursor.first() : try cursor.seek(atLeast: SequenceKey.encode(position + 1))
-                    while let e = entry, entries.count < 4096 {
-                        entries.append(e)
-                        entry = try cursor.next()
-                    }
-                    return entries
-                }
-            }
-            if page.isEmpty { break }
-            for e in page {
+        try txn.withCursor(schema.events) { cursor in
+            var entry = try cursor.first()
+            while let e = entry {
+                entry = try cursor.next()  // entries are copies: step first, then judge `e`
                 guard let seq = SequenceKey.decode(e.key) else {
                     findings.append(.corruptRecord(sequence: 0, reason: "a key of \(e.key.count) bytes is not a sequence"))
                     continue
                 }
-                position = seq
                 if seq > head {
                     findings.append(.headMismatch(recorded: head, lastRecord: seq))
                     continue
@@ -112,7 +141,6 @@ extension Ledger {
                 last = seq
                 checked += 1
             }
-            if page.count < 4096 { break }
         }
         if last != head && !(checked == 0 && first == head + 1) {
             findings.append(.headMismatch(recorded: head, lastRecord: last))
@@ -121,34 +149,28 @@ extension Ledger {
         // Projections against a rebuild (skipped if records are damaged: it would fail on them).
         if !findings.contains(where: { if case .corruptRecord = $0 { true } else { false } }) {
             do {
-                if let mismatch = try verifyProjections() { findings.append(.projection(mismatch)) }
-            } catch {
+                if let mismatch = try verifyProjections(in: txn) { findings.append(.projection(mismatch)) }
+            } catch let error as LedgerError {
                 findings.append(.rebuildFailed(reason: error.description))
             }
         }
 
         // Consumers and snapshots.
-        for consumer in try consumers() {
+        for consumer in try consumers(in: txn) {
             if consumer.cursor > head { findings.append(.consumerAhead(name: consumer.name, cursor: consumer.cursor, head: head)) }
             if consumer.cursor + 1 < first { warnings.append(.consumerBehindLog(name: consumer.name, cursor: consumer.cursor, firstRetained: first)) }
         }
-        let snapshots = try read("verify snapshots") { txn in try snapshotPrefixes(in: txn) }
+        let snapshots = try snapshotPrefixes(in: txn)
         for snapshot in snapshots {
             guard snapshot.info != nil else {
                 warnings.append(.incompleteSnapshot(sequence: snapshot.sequence))
                 continue
             }
             do {
-                try read("verify snapshot") { txn in try loadSnapshot(snapshot.sequence, into: MemoryStore(), in: txn) }
+                try loadSnapshot(snapshot.sequence, into: MemoryStore(), in: txn)
             } catch {
-                findings.append(.snapshot(sequence: snapshot.sequence, reason: error.description))
+                findings.append(.snapshot(sequence: snapshot.sequence, reason: (error as? LedgerError)?.description ?? String(describing: error)))
             }
-        }
-
-        // Reader table.
-        if let slots = try? environment.readers() {
-            let dead = slots.map(\.pid).filter { !processIsAlive($0) }
-            if !dead.isEmpty { warnings.append(.staleReaders(pids: Array(Set(dead)).sorted())) }
         }
         return VerificationReport(eventsChecked: checked, firstSequence: first, headSequence: head,
                                   snapshotsChecked: snapshots.count, findings: findings, warnings: warnings)

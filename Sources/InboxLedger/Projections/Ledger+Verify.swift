@@ -26,7 +26,11 @@ extension Ledger {
     /// if let mismatch = try ledger.verifyProjections() { print(mismatch) }
     /// ```
     public func verifyProjections() throws(LedgerError) -> ProjectionMismatch? {
-        try read("verify projections") { txn in
+        try read("verify projections") { txn in try verifyProjections(in: txn) }
+    }
+
+    func verifyProjections(in txn: Transaction) throws -> ProjectionMismatch? {
+        do {
             let rebuilt = MemoryStore()
             // A trimmed log rests on a snapshot: start from the newest one, then replay the tail.
             let first = try firstSequence(in: txn)

@@ -1,0 +1,103 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Makes a directory's files safe for LMDB to map, just before `mdb_env_open` (docs/lmdb.md,
+/// rules 22–24). Runs under the environment registry's lock, so never while this process has
+/// the environment open (closing a descriptor of `lock.mdb` would drop LMDB's locks).
+///
+/// - The first user of the files (the process that gets the write lock on byte 0 of `lock.mdb`,
+///   the same lock LMDB takes to decide who initialises the lock file) finishes an interrupted
+///   creation — a `data.mdb` with nothing ever committed in it is emptied, so LMDB creates it
+///   afresh — and allocates `lock.mdb` for real: LMDB only `ftruncate`s it to size and maps it,
+///   so on a full disk its first store into the map is a SIGBUS; an allocation fails cleanly
+///   with `ENOSPC` instead.
+/// - A reader that cannot open `lock.mdb` for writing (a read-only mount) cannot hold a reader
+///   slot, so writers elsewhere may reuse pages under it: refused with `EBUSY` while another
+///   process has the environment open.
+enum StorePreparation {
+    /// The size LMDB 0.9 gives a new `lock.mdb`: `sizeof(MDB_txninfo)` (three cache lines)
+    /// plus one 64-byte `MDB_reader` per slot after the first (mdb.c, `mdb_env_setup_locks`).
+    static func lockFileSize(maxReaders: Int) -> Int { 192 + (maxReaders - 1) * 64 }
+
+    static func prepare(directory: String, configuration: EnvironmentConfiguration) throws(LMDBError) {
+        let lockPath = directory + "/lock.mdb"
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, mode_t(configuration.fileMode))
+        guard fd >= 0 else {
+            let code = errno
+            guard code == EROFS || code == EACCES || code == EPERM else { throw LMDBError(rawValue: code) }
+            if configuration.readOnly { try refuseBesideLiveWriters(lockPath) }
+            return  // LMDB reports what it cannot open
+        }
+        defer { close(fd) }
+        var s = stat_t()
+        guard fstat(fd, &s) == 0 else { throw LMDBError(rawValue: errno) }
+        guard (s.st_mode & S_IFMT) == S_IFREG else { throw LMDBError(rawValue: EINVAL) }
+        var lock = flock()
+        lock.l_type = Int16(F_WRLCK)
+        lock.l_whence = Int16(SEEK_SET)
+        lock.l_start = 0
+        lock.l_len = 1
+        // Not the first user: another process has the environment open (or is creating it,
+        // and LMDB makes this process wait for that inside mdb_env_open).
+        guard fcntl(fd, F_SETLK, &lock) == 0 else { return }
+        defer {
+            lock.l_type = Int16(F_UNLCK)
+            _ = fcntl(fd, F_SETLK, &lock)  // closing fd just after releases it anyway
+        }
+        if !configuration.readOnly { try finishInterruptedCreation(directory + "/data.mdb") }
+        let size = max(Int(s.st_size), lockFileSize(maxReaders: configuration.maxReaders))
+        try allocate(fd, size: size)
+    }
+
+    /// Empties a `data.mdb` in which nothing was ever committed (``DataFileProbe/unfinishedCreation(fileSize:)``).
+    private static func finishInterruptedCreation(_ path: String) throws(LMDBError) {
+        let fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else {
+            if errno == ENOENT { return }
+            throw LMDBError(rawValue: errno)
+        }
+        defer { close(fd) }
+        guard case .unfinishedCreation(let size) = DataFileProbe.probe(fd: fd), size > 0 else { return }
+        guard ftruncate(fd, 0) == 0, fsync(fd) == 0 else { throw LMDBError(rawValue: errno) }
+    }
+
+    /// Gives `fd` real blocks for its first `size` bytes (growing it to `size` if shorter).
+    private static func allocate(_ fd: Int32, size: Int) throws(LMDBError) {
+        #if os(Linux)
+        let code = posix_fallocate(fd, 0, off_t(size))
+        if code == 0 { return }
+        guard code == EOPNOTSUPP || code == EINVAL else { throw LMDBError(rawValue: code) }
+        #endif
+        // No fallocate here: write the zeros (the lock file is LMDB's to initialise; nobody
+        // else has it open while this process holds the write lock on byte 0).
+        let zeros = [UInt8](repeating: 0, count: size)
+        var done = 0
+        while done < size {
+            let n = zeros.withUnsafeBytes { raw -> Int in
+                guard let base = raw.baseAddress else { return 0 }
+                return pwrite(fd, base + done, size - done, off_t(done))
+            }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { throw LMDBError(rawValue: n < 0 ? errno : EIO) }
+            done += n
+        }
+    }
+
+    /// Throws `EBUSY` when another process holds a lock on `lock.mdb` (has the environment
+    /// open). `F_GETLK` needs no write access.
+    private static func refuseBesideLiveWriters(_ lockPath: String) throws(LMDBError) {
+        let fd = open(lockPath, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        var query = flock()
+        query.l_type = Int16(F_WRLCK)
+        query.l_whence = Int16(SEEK_SET)
+        query.l_start = 0
+        query.l_len = 0
+        guard fcntl(fd, F_GETLK, &query) == 0 else { return }
+        if query.l_type != Int16(F_UNLCK) { throw LMDBError(rawValue: EBUSY) }
+    }
+}
