@@ -8,8 +8,8 @@ import Darwin
 /// rules 22–24). Runs under the environment registry's lock, so never while this process has
 /// the environment open (closing a descriptor of `lock.mdb` would drop LMDB's locks).
 ///
-/// - The first user of the files (the process that gets the write lock on byte 0 of `lock.mdb`,
-///   the same lock LMDB takes to decide who initialises the lock file) finishes an interrupted
+/// - When no other process has the environment open (nobody holds byte 0 of `lock.mdb`, the
+///   lock LMDB takes at open), the opener finishes an interrupted
 ///   creation — a `data.mdb` with nothing ever committed in it is emptied, so LMDB creates it
 ///   afresh — and allocates `lock.mdb` for real: LMDB only `ftruncate`s it to size and maps it,
 ///   so on a full disk its first store into the map is a SIGBUS; an allocation fails cleanly
@@ -35,21 +35,56 @@ enum StorePreparation {
         var s = stat_t()
         guard fstat(fd, &s) == 0 else { throw LMDBError(rawValue: errno) }
         guard (s.st_mode & S_IFMT) == S_IFREG else { throw LMDBError(rawValue: EINVAL) }
-        var lock = flock()
-        lock.l_type = Int16(F_WRLCK)
-        lock.l_whence = Int16(SEEK_SET)
-        lock.l_start = 0
-        lock.l_len = 1
-        // Not the first user: another process has the environment open (or is creating it,
-        // and LMDB makes this process wait for that inside mdb_env_open).
-        guard fcntl(fd, F_SETLK, &lock) == 0 else { return }
-        defer {
-            lock.l_type = Int16(F_UNLCK)
-            _ = fcntl(fd, F_SETLK, &lock)  // closing fd just after releases it anyway
-        }
+        // Preparers exclude one another with a lock of their own (a byte past every pid, so
+        // never one LMDB locks); byte 0 — LMDB's — is only queried, never taken: holding it
+        // would make a concurrent mdb_env_open fall back to a shared, non-exclusive open of a
+        // file that nobody has initialised yet.
+        guard try lockPreparation(fd, timeoutMilliseconds: configuration.openRetryMilliseconds) else { return }
+        defer { _ = setLock(fd, type: F_UNLCK, start: preparationByte) }
+        guard try !isLocked(fd, start: 0) else { return }  // another process has the environment open
         if !configuration.readOnly { try finishInterruptedCreation(directory + "/data.mdb") }
+        guard fstat(fd, &s) == 0 else { throw LMDBError(rawValue: errno) }
         let size = max(Int(s.st_size), lockFileSize(maxReaders: configuration.maxReaders))
         try allocate(fd, size: size)
+    }
+
+    /// The byte of `lock.mdb` preparers lock: past any pid (LMDB locks the byte at each
+    /// reader's pid, and byte 0).
+    static let preparationByte = off_t(Int32.max) + 1
+
+    /// Takes the preparation lock, retrying for up to `timeoutMilliseconds` (a stopped process
+    /// could hold it); false when it could not be had, and preparation is skipped.
+    private static func lockPreparation(_ fd: Int32, timeoutMilliseconds: Int) throws(LMDBError) -> Bool {
+        let deadline = monotonicMilliseconds() + timeoutMilliseconds
+        while true {
+            let code = setLock(fd, type: F_WRLCK, start: preparationByte)
+            if code == 0 { return true }
+            guard code == EAGAIN || code == EACCES || code == EINTR else { throw LMDBError(rawValue: code) }
+            if monotonicMilliseconds() >= deadline { return false }
+            usleep(1000)
+        }
+    }
+
+    /// `fcntl(F_SETLK)` on one byte; 0 or the errno.
+    private static func setLock(_ fd: Int32, type: Int32, start: off_t) -> Int32 {
+        var lock = flock()
+        lock.l_type = Int16(type)
+        lock.l_whence = Int16(SEEK_SET)
+        lock.l_start = start
+        lock.l_len = 1
+        return fcntl(fd, F_SETLK, &lock) == 0 ? 0 : errno
+    }
+
+    /// Whether another process holds a lock on the byte at `start` (`F_GETLK`, which needs no
+    /// write access and ignores this process's own locks).
+    private static func isLocked(_ fd: Int32, start: off_t) throws(LMDBError) -> Bool {
+        var query = flock()
+        query.l_type = Int16(F_WRLCK)
+        query.l_whence = Int16(SEEK_SET)
+        query.l_start = start
+        query.l_len = 1
+        guard fcntl(fd, F_GETLK, &query) == 0 else { throw LMDBError(rawValue: errno) }
+        return query.l_type != Int16(F_UNLCK)
     }
 
     /// Empties a `data.mdb` in which nothing was ever committed (``DataFileProbe/unfinishedCreation(fileSize:)``).
@@ -87,17 +122,11 @@ enum StorePreparation {
     }
 
     /// Throws `EBUSY` when another process holds a lock on `lock.mdb` (has the environment
-    /// open). `F_GETLK` needs no write access.
+    /// open).
     private static func refuseBesideLiveWriters(_ lockPath: String) throws(LMDBError) {
         let fd = open(lockPath, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return }
         defer { close(fd) }
-        var query = flock()
-        query.l_type = Int16(F_WRLCK)
-        query.l_whence = Int16(SEEK_SET)
-        query.l_start = 0
-        query.l_len = 0
-        guard fcntl(fd, F_GETLK, &query) == 0 else { return }
-        if query.l_type != Int16(F_UNLCK) { throw LMDBError(rawValue: EBUSY) }
+        if try isLocked(fd, start: 0) { throw LMDBError(rawValue: EBUSY) }
     }
 }
