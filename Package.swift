@@ -11,6 +11,9 @@ let package = Package(
         .executable(name: "ledger-bench", targets: ["ledger-bench"]),
         .executable(name: "ledger-bench-cold", targets: ["ledger-bench-cold"]),
         .executable(name: "ledger-torture", targets: ["ledger-torture"]),
+        .executable(name: "ledger-crash-states", targets: ["ledger-crash-states"]),
+        // LD_PRELOAD recorder of data.mdb writes and syncs for the crash-state explorer.
+        .library(name: "LedgerIORecorder", type: .dynamic, targets: ["CIORecorder"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -37,7 +40,7 @@ let package = Package(
         .executableTarget(name: "LedgerTestAgent", dependencies: ["InboxLedger", "LMDB", "TestSupport"], path: "Tests/LedgerTestAgent"),
         .target(name: "TestSupport", dependencies: ["InboxLedger"], path: "Tests/TestSupport"),
         .testTarget(name: "LMDBTests", dependencies: ["LMDB", "CLMDB", "TestSupport", "LedgerTestAgent"]),
-        .testTarget(name: "InboxLedgerTests", dependencies: ["InboxLedger", "LMDB", "TestSupport", "LedgerTestAgent", "ledger", "ledger-torture"]),
+        .testTarget(name: "InboxLedgerTests", dependencies: ["InboxLedger", "LMDB", "TestSupport", "LedgerTestAgent", "ledger", "ledger-torture", "ledger-crash-states"]),
         .testTarget(name: "LedgerCLITests", dependencies: ["TestSupport", "ledger", "ledger-bench", "ledger-bench-cold"]),
         // package-benchmark suite: `swift package benchmark`.
         .executableTarget(
@@ -61,6 +64,10 @@ let package = Package(
         // Crash/contention torture with acknowledged-write accounting (docs/reliability.md). It shares
         // the independent reference model of the inbox with the tests (TestSupport).
         .executableTarget(name: "ledger-torture", dependencies: ["InboxLedger", "TestSupport"], path: "Tools/ledger-torture"),
+        // Power-cut exploration: records what processes write and sync (CIORecorder, loaded
+        // with LD_PRELOAD), builds the files a power cut could leave, checks each (docs/reliability.md).
+        .target(name: "CIORecorder", path: "Sources/CIORecorder", linkerSettings: [.linkedLibrary("dl")]),
+        .executableTarget(name: "ledger-crash-states", dependencies: ["InboxLedger", "TestSupport"], path: "Tools/ledger-crash-states"),
         // libFuzzer target for the decoders of untrusted bytes, and its corpus replayer (`make fuzz`).
         .executableTarget(name: "ledger-fuzz", dependencies: ["InboxLedger"], path: "Tools/ledger-fuzz"),
         // W5's cold reader: a process as small as a widget's (no Foundation, only its essentials).

@@ -52,16 +52,13 @@ public enum DataFileProbe: Sendable, Equatable {
         case .success(let bytes): head = bytes
         }
         if head.isEmpty { return .unfinishedCreation(fileSize: 0) }
-        let first = MetaPage(head, at: 0)
-        if first == nil {
-            // No meta page at offset 0: an interrupted creation only if nothing else was written.
-            if Int(s.st_size) <= head.count, head.allSatisfy({ $0 == 0 }) { return .unfinishedCreation(fileSize: head.count) }
+        if let unfinished = unfinishedCreation(fd: fd, head: head, fileSize: Int(s.st_size)) { return unfinished }
+        guard let first = MetaPage(head, at: 0) else {
             if head.count >= 24, MetaPage.load32(head, 16) == MetaPage.magic {
                 return MetaPage.load32(head, 20) == MetaPage.dataVersion ? .damagedMeta(reason: "meta page 0 is damaged") : .notLMDB
             }
             return .notLMDB
         }
-        guard let first else { return .notLMDB }
         let pageSize = first.pageSize
         let secondBytes = head.count > pageSize ? Array(head[pageSize..<min(head.count, 2 * pageSize)]) : []
         let second = MetaPage(secondBytes, at: 0)
@@ -69,12 +66,6 @@ public enum DataFileProbe: Sendable, Equatable {
         // right now, and the file only grows, so the size can only be larger than the meta needs.
         guard fstat(fd, &s) == 0 else { return .unreadable(errno: errno) }
         let fileSize = Int(s.st_size)
-        if first.transactionID == 0, second?.transactionID ?? 0 == 0, fileSize <= 2 * pageSize,
-           second != nil || secondBytes.allSatisfy({ $0 == 0 }) {
-            // LMDB writes both initial meta pages (transaction 0) in one write when it creates
-            // the file; a file that has nothing else was never committed to.
-            return .unfinishedCreation(fileSize: fileSize)
-        }
         guard let second else {
             if secondBytes.count < min(pageSize, 24) { return .truncated(fileSize: fileSize, requiredSize: 2 * pageSize) }
             return .damagedMeta(reason: "meta page 1 is damaged")
@@ -95,6 +86,33 @@ public enum DataFileProbe: Sendable, Equatable {
             }
         }
         return .valid(pageSize: pageSize, fileSize: fileSize)
+    }
+
+    /// Nothing was ever committed: both meta slots are zeros or LMDB's initial meta page
+    /// (transaction 0), and every later page is zeros or an LMDB page at its own number (what an
+    /// uncommitted first transaction writes before its meta page). A power cut can leave any
+    /// subset of those writes. Anything else — a foreign file — is not a creation to finish.
+    private static func unfinishedCreation(fd: Int32, head: [UInt8], fileSize: Int) -> DataFileProbe? {
+        let metas = [0, 4096, 8192, 16384, 32768, 65536].compactMap { MetaPage(head, at: $0) }
+        let pageSize = metas.first?.pageSize ?? Int(sysconf(Int32(_SC_PAGESIZE)))
+        guard metas.allSatisfy({ $0.transactionID == 0 && $0.pageSize == pageSize }), fileSize <= 64 * pageSize else { return nil }
+        guard case .success(let bytes) = readAt(fd, offset: 0, count: fileSize) else { return nil }
+        var page = 0
+        while page * pageSize < bytes.count {
+            let start = page * pageSize
+            let slice = Array(bytes[start..<min(bytes.count, start + pageSize)])
+            if !slice.allSatisfy({ $0 == 0 }) {
+                if page < 2 {
+                    guard let meta = MetaPage(slice, at: 0), meta.transactionID == 0,
+                          slice[MetaPage.size...].allSatisfy({ $0 == 0 }) else { return nil }
+                } else {
+                    guard slice.count >= 16, MetaPage.load64(slice, 0) == UInt64(page),
+                          MetaPage.load16(slice, 10) & 0x07 != 0 else { return nil }
+                }
+            }
+            page += 1
+        }
+        return .unfinishedCreation(fileSize: fileSize)
     }
 
     private static func irregularFile(directory: String, name: String) -> DataFileProbe? {

@@ -1,0 +1,401 @@
+// ledger-crash-states: power-cut exploration (docs/reliability.md, "Power loss").
+//
+//   ledger-crash-states [--quick] [--cuts N] [--subsets N] [--seed N] [--scenarios a,b] [--directory PATH]
+//
+// Runs each scenario's processes with the LD_PRELOAD recorder (Sources/CIORecorder), which
+// logs, in order, every write, sync and truncation they make to data.mdb and every
+// acknowledgement they write. Then, for cut points along that log, builds the files a power
+// cut could leave — everything up to the last completed sync, every O_DSYNC write, and a
+// subset or prefix of the writes since (page by page) — and checks each in a child process:
+// it opens (or gets a typed error, never a signal or a hang), verify passes, every event a
+// durable writer had acknowledged before the cut is present exactly once at its sequence
+// (and so is everything committed before it: LMDB's history is linear), and no batch is partial.
+// Exit status 0 when every state passed.
+import Foundation
+import InboxLedger
+import TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct Failure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+// MARK: - Scenarios
+
+/// A process of a scenario: `threads` handles appending `batches` batches each with `mode`.
+struct Writer {
+    var role: String
+    var mode: LedgerDurability
+    var batches: Int
+    var threads = 1
+    var pad = 0
+}
+
+struct Scenario {
+    var name: String
+    var writers: [Writer]
+    var initialMap: Int? = nil
+    /// Run a compaction (tail 10, chunks of 20) while the writers write.
+    var compacts = false
+    /// The durability floor the ledger is created with (nil: the default, `singleSync`).
+    var floor: LedgerDurability? = nil
+    /// Not part of the promise (run only when named): a ledger created with floor `none`,
+    /// where a `none` writer's unsynced meta page can point at pages that never reached the
+    /// disk. It shows what the floor prevents, and that the checker catches lost events.
+    var unsafe = false
+}
+
+let scenarios: [Scenario] = [
+    Scenario(name: "creation", writers: [Writer(role: "app", mode: .durable, batches: 2)]),
+    Scenario(name: "durable", writers: [Writer(role: "app", mode: .durable, batches: 24)]),
+    Scenario(name: "single-sync", writers: [Writer(role: "app", mode: .singleSync, batches: 24)]),
+    Scenario(name: "mixed", writers: [
+        Writer(role: "app", mode: .durable, batches: 12),
+        Writer(role: "widget", mode: .singleSync, batches: 12),
+        Writer(role: "ext", mode: .none, batches: 12),
+    ]),
+    Scenario(name: "group-commit", writers: [Writer(role: "app", mode: .durable, batches: 8, threads: 4)]),
+    Scenario(name: "map-growth", writers: [Writer(role: "app", mode: .durable, batches: 30, pad: 900)], initialMap: 64 << 10),
+    Scenario(name: "compaction", writers: [Writer(role: "app", mode: .durable, batches: 30, pad: 200)], compacts: true),
+    Scenario(name: "unsafe-none", writers: [
+        Writer(role: "app", mode: .durable, batches: 12),
+        Writer(role: "ext", mode: .none, batches: 24),
+    ], floor: LedgerDurability.none, unsafe: true),
+]
+
+// MARK: - The recorded log
+
+enum Op {
+    case write(offset: Int, bytes: [UInt8], durable: Bool)
+    case sync
+    case mark(String)
+    case truncate(Int)
+
+    var isPendingWrite: Bool {
+        switch self {
+        case .write(_, _, let durable): !durable
+        case .truncate: true
+        case .sync, .mark: false
+        }
+    }
+}
+
+func readLog(_ path: String) throws -> [Op] {
+    let data = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+    var ops: [Op] = []
+    var at = 0
+    func u32(_ i: Int) -> Int { Int(data[i]) | Int(data[i + 1]) << 8 | Int(data[i + 2]) << 16 | Int(data[i + 3]) << 24 }
+    func u64(_ i: Int) -> Int { u32(i) | u32(i + 4) << 32 }
+    while at + 32 <= data.count {
+        guard u32(at) == 0x524F_494C else { throw Failure("damaged record log at byte \(at)") }
+        let op = data[at + 4], flags = data[at + 5], length = u32(at + 12), offset = u64(at + 16)
+        guard at + 32 + length <= data.count else { throw Failure("truncated record log") }
+        let bytes = Array(data[(at + 32)..<(at + 32 + length)])
+        switch op {
+        case 1: ops.append(.write(offset: offset, bytes: bytes, durable: flags & 1 != 0))
+        case 2: ops.append(.sync)
+        case 3: ops.append(.mark(String(decoding: bytes, as: UTF8.self)))
+        case 4: ops.append(.truncate(offset))
+        default: throw Failure("unknown record \(op)")
+        }
+        at += 32 + length
+    }
+    return ops
+}
+
+/// The file a power cut at `cut` leaves when `kept(i)` says which of the unsynced writes
+/// (by op index) reached the disk, page by page (`keptPage`).
+func materialise(_ ops: [Op], cut: Int, keep: (Int, Int) -> Bool) -> [UInt8] {
+    let lastSync = ops[..<cut].lastIndex { if case .sync = $0 { true } else { false } } ?? -1
+    var file: [UInt8] = []
+    for (i, op) in ops[..<cut].enumerated() {
+        let pending = i > lastSync && op.isPendingWrite
+        switch op {
+        case .write(let offset, let bytes, _):
+            var page = 0
+            var at = 0
+            while at < bytes.count {
+                let end = min(bytes.count, at + 4096 - (offset + at) % 4096)
+                if !pending || keep(i, page) {
+                    if file.count < offset + end { file += [UInt8](repeating: 0, count: offset + end - file.count) }
+                    file.replaceSubrange((offset + at)..<(offset + end), with: bytes[at..<end])
+                }
+                at = end
+                page += 1
+            }
+        case .truncate(let size):
+            if !pending || keep(i, 0) {
+                if file.count > size { file.removeLast(file.count - size) } else { file += [UInt8](repeating: 0, count: size - file.count) }
+            }
+        case .sync, .mark: break
+        }
+    }
+    return file
+}
+
+// MARK: - Roles run as child processes
+
+/// `write DIR ROLE MODE BATCHES THREADS PAD ACKFILE [INITIALMAP]`: appends batches of 1–4
+/// events and writes "ROLE MODE BATCH SEQ,SEQ…" to ACKFILE after each commit returns.
+func writerMain(_ a: [String]) throws {
+    guard a.count >= 8, let mode = LedgerDurability(rawValue: a[3]), let batches = Int(a[4]), let threads = Int(a[5]), let pad = Int(a[6]) else {
+        throw Failure("bad write arguments")
+    }
+    let ack = open(a[7], O_WRONLY | O_CREAT | O_APPEND, 0o644)
+    guard ack >= 0 else { throw Failure("cannot open \(a[7])") }
+    let padding = String(repeating: "x", count: pad)
+    DispatchQueue.concurrentPerform(iterations: threads) { t in
+        let role = threads == 1 ? a[2] : "\(a[2])\(t)"
+        do {
+            var options = LedgerOptions(role: role)
+            options.durability = mode
+            if let floor = ProcessInfo.processInfo.environment["LEDGER_CRASH_FLOOR"].flatMap(LedgerDurability.init(rawValue:)) {
+                options.durabilityFloor = floor
+            }
+            if a.count > 8, let map = Int(a[8]) { options.initialMapSize = map }
+            let ledger = try Ledger(path: a[1], options: options)
+            var rng = SeededGenerator(seed: UInt64(t + 1) &* 7919)
+            for b in 1...batches {
+                let n = Int.random(in: 1...4, using: &rng)
+                let events = (0..<n).map { k in
+                    NewEvent(type: "crash.test", payload: Array(#"{"w":"\#(role)","b":\#(b),"n":\#(n),"k":\#(k),"p":"\#(padding)"}"#.utf8))
+                }
+                let seqs = try ledger.append(contentsOf: events)
+                let line = Array("\(role) \(mode.rawValue) \(b) \(seqs.map(String.init).joined(separator: ","))\n".utf8)
+                _ = line.withUnsafeBytes { Glibc.write(ack, $0.baseAddress, $0.count) }
+            }
+        } catch {
+            FileHandle.standardError.write(Data("writer \(role): \(error)\n".utf8))
+            exit(1)
+        }
+    }
+}
+
+/// `compact DIR`: one compaction run keeping the last 10 events, in chunks of 20.
+func compactMain(_ a: [String]) throws {
+    var policy = CompactionPolicy()
+    policy.retainedTail = 10
+    policy.chunkSize = 20
+    policy.triggerEvents = 0
+    let ledger = try Ledger(path: a[1], options: LedgerOptions(role: "compactor"))
+    _ = try Compactor(ledger: ledger, policy: policy).runOnce()
+}
+
+/// `check DIR EXPECTFILE`: judges one crash state; prints "ok", "typed: …" or "FAIL: …".
+func checkMain(_ a: [String]) -> Int32 {
+    let expected = ((try? String(contentsOfFile: a[2], encoding: .utf8)) ?? "").split(separator: "\n").map { $0.split(separator: " ") }
+    let durableAcked = expected.contains { $0.count == 4 && $0[1] == "durable" }
+    let ledger: Ledger
+    do { ledger = try Ledger(path: a[1], options: LedgerOptions(role: "checker")) } catch {
+        print(durableAcked ? "FAIL: does not open although durable events were acknowledged: \(error)" : "typed: \(error)")
+        return durableAcked ? 1 : 0
+    }
+    do {
+        let report = try ledger.verify()
+        guard report.isHealthy else { print("FAIL: verify: \(report.findings.map(\.description).joined(separator: "; "))"); return 1 }
+        var present: [UInt64: (w: String, b: Int, n: Int, k: Int)] = [:]
+        var groups: [String: Set<Int>] = [:]
+        var seen = Set<String>()
+        for event in try ledger.events(after: 0, limit: 1_000_000) where event.type == "crash.test" {
+            guard case .object(let f)? = try? JSONValue(from: event.payload),
+                  case .string(let w)? = f["w"], case .integer(let b)? = f["b"], case .integer(let n)? = f["n"], case .integer(let k)? = f["k"] else {
+                print("FAIL: unreadable payload at \(event.sequence)")
+                return 1
+            }
+            guard seen.insert("\(w)/\(b)/\(k)").inserted else { print("FAIL: duplicated \(w) batch \(b) event \(k)"); return 1 }
+            present[event.sequence] = (w, Int(b), Int(n), Int(k))
+            groups["\(w)/\(b)/\(n)", default: []].insert(Int(k))
+        }
+        let first = try ledger.firstSequence()
+        for (group, ks) in groups {
+            let n = Int(group.split(separator: "/")[2]) ?? 0
+            // Compaction may trim the start of a batch (the events before the log's first).
+            let whole = ks.count == n || (first > 1 && ks == Set((n - ks.count)..<n))
+            if !whole { print("FAIL: partial batch \(group): \(ks.sorted())"); return 1 }
+        }
+        let horizon = expected.filter { $0.count == 4 && $0[1] == "durable" }
+            .compactMap { $0[3].split(separator: ",").compactMap { UInt64($0) }.max() }.max() ?? 0
+        for line in expected where line.count == 4 {
+            let seqs = line[3].split(separator: ",").compactMap { UInt64($0) }
+            guard let top = seqs.max(), top <= horizon else { continue }  // not yet synced by a durable commit: may be lost
+            for (k, seq) in seqs.enumerated() where seq >= first {
+                guard let got = present[seq], got.w == line[0], got.b == Int(line[2]) ?? -1, got.k == k else {
+                    print("FAIL: lost: \(line[0]) batch \(line[2]) event \(k), acknowledged at \(seq)")
+                    return 1
+                }
+            }
+        }
+        if try ledger.headSequence() < horizon { print("FAIL: head below the acknowledged \(horizon)"); return 1 }
+        print("ok")
+        return 0
+    } catch {
+        print("FAIL: \(error)")
+        return 1
+    }
+}
+
+extension JSONValue {
+    init(from bytes: [UInt8]) throws {
+        self = try JSONDecoder().decode(JSONValue.self, from: Data(bytes))
+    }
+}
+
+// MARK: - The exploration
+
+/// `--verbose`: print every typed error a state opened with.
+nonisolated(unsafe) var verbose = false
+
+struct Tally {
+    var states = 0
+    var ok = 0
+    var typed = 0
+    var failures: [String] = []
+    /// States where acknowledged events were lost or the store was unusable.
+    var lost = 0
+}
+
+func explore(_ scenario: Scenario, root: String, cuts: Int, subsets: Int, rng: inout SeededGenerator) throws -> Tally {
+    let dir = root + "/" + scenario.name
+    try? FileManager.default.removeItem(atPath: dir)
+    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    let ledgerPath = dir + "/ledger"
+    try FileManager.default.createDirectory(atPath: ledgerPath, withIntermediateDirectories: true)
+    let recorder = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("libLedgerIORecorder.so").path
+    guard FileManager.default.fileExists(atPath: recorder) else { throw Failure("no recorder at \(recorder): build with `swift build`") }
+    let logPath = dir + "/io.log"
+    var environment = ["LD_PRELOAD": recorder, "LEDGER_IO_LOG": logPath, "LEDGER_IO_DATA": ledgerPath + "/data.mdb", "LEDGER_IO_MARKS": dir + "/acks-"]
+    if let floor = scenario.floor { environment["LEDGER_CRASH_FLOOR"] = floor.rawValue }
+    let me = Processes.product("ledger-crash-states")
+    var children: [RunningProcess] = []
+    for w in scenario.writers {
+        var args = ["write", ledgerPath, w.role, w.mode.rawValue, "\(w.batches)", "\(w.threads)", "\(w.pad)", dir + "/acks-" + w.role]
+        if let map = scenario.initialMap { args.append("\(map)") }
+        children.append(try Processes.start(me, args, environment: environment))
+    }
+    if scenario.compacts {
+        usleep(150_000)
+        children.append(try Processes.start(me, ["compact", ledgerPath], environment: environment))
+    }
+    for child in children {
+        let out = try child.wait(timeout: 300)
+        guard out.status == 0, !out.signalled else { throw Failure("\(scenario.name): a workload process failed: \(out.stderr)") }
+    }
+    let ops = try readLog(logPath)
+    guard ops.contains(where: { if case .mark = $0 { true } else { false } }) else { throw Failure("\(scenario.name): nothing was recorded (is LD_PRELOAD honoured?)") }
+
+    // Cut points: before every sync and mark, after every sync, and evenly spaced ones.
+    var points = Set<Int>([0, ops.count])
+    for (i, op) in ops.enumerated() {
+        switch op {
+        case .sync, .mark: points.insert(i); points.insert(i + 1)
+        case .write, .truncate: break
+        }
+    }
+    var chosen = points.sorted()
+    if chosen.count > cuts { chosen = (0..<cuts).map { chosen[$0 * chosen.count / cuts] } + [ops.count] }
+    var tally = Tally()
+    var judged = Set<Int>()
+    for cut in Set(chosen).sorted() {
+        let acks = ops[..<cut].compactMap { op -> String? in if case .mark(let text) = op { text } else { nil } }.joined()
+        let lastSync = ops[..<cut].lastIndex { if case .sync = $0 { true } else { false } } ?? -1
+        let pending = ops[..<cut].indices.filter { $0 > lastSync && ops[$0].isPendingWrite }
+        var keeps: [(Int, Int) -> Bool] = [{ _, _ in true }, { _, _ in false }]
+        if let middle = pending.dropFirst(pending.count / 2).first { keeps.append { i, _ in i < middle } }  // a prefix
+        for _ in 0..<(pending.isEmpty ? 0 : subsets) {
+            var local = SeededGenerator(seed: rng.next())
+            var choice: [String: Bool] = [:]
+            keeps.append { i, page in
+                let key = "\(i)/\(page)"
+                if let c = choice[key] { return c }
+                let c = Bool.random(using: &local)
+                choice[key] = c
+                return c
+            }
+        }
+        for keep in keeps {
+            let file = materialise(ops, cut: cut, keep: keep)
+            var hasher = Hasher()
+            hasher.combine(file)
+            hasher.combine(acks)
+            guard judged.insert(hasher.finalize()).inserted else { continue }
+            tally.states += 1
+            let stateDir = dir + "/state"
+            try? FileManager.default.removeItem(atPath: stateDir)
+            try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
+            _ = FileManager.default.createFile(atPath: stateDir + "/data.mdb", contents: Data(file))
+            _ = FileManager.default.createFile(atPath: dir + "/expected", contents: Data(acks.utf8))
+            let out = try Processes.run(me, ["check", stateDir, dir + "/expected"], timeout: 60)
+            if out.signalled || out.status != 0 { tally.lost += 1 }
+            let verdict = out.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            if out.signalled || out.status != 0 {
+                let kept = "\(scenario.name)-cut\(cut)-state\(tally.states)"
+                try? FileManager.default.copyItem(atPath: stateDir, toPath: dir + "/" + kept)
+                tally.failures.append("\(scenario.name) cut \(cut)/\(ops.count) (\(pending.count) unsynced writes): \(out.signalled ? "died of signal \(out.status)" : verdict) — kept in \(dir)/\(kept)")
+            } else if verdict.hasPrefix("typed") {
+                tally.typed += 1
+                if verbose { print("  \(scenario.name) cut \(cut): \(verdict)") }
+            } else {
+                tally.ok += 1
+            }
+        }
+    }
+    return tally
+}
+
+func mainExplore(_ arguments: ArraySlice<String>) throws -> Int32 {
+    var cuts = 400, subsets = 6, seed: UInt64 = 1
+    var only: Set<String>?
+    var root = NSTemporaryDirectory() + "ledger-crash-states"
+    var i = arguments.startIndex
+    func value() throws -> String {
+        i += 1
+        guard i < arguments.endIndex else { throw Failure("\(arguments[i - 1]) needs a value") }
+        return arguments[i]
+    }
+    while i < arguments.endIndex {
+        switch arguments[i] {
+        case "--quick": cuts = 24; subsets = 2
+        case "--verbose": verbose = true
+        case "--cuts": cuts = Int(try value()) ?? cuts
+        case "--subsets": subsets = Int(try value()) ?? subsets
+        case "--seed": seed = UInt64(try value()) ?? seed
+        case "--scenarios": only = Set(try value().split(separator: ",").map(String.init))
+        case "--directory": root = try value()
+        default: throw Failure("unknown argument \(arguments[i]); usage: ledger-crash-states [--quick] [--cuts N] [--subsets N] [--seed N] [--scenarios a,b] [--directory PATH]")
+        }
+        i += 1
+    }
+    var rng = SeededGenerator(seed: seed)
+    var total = Tally()
+    let started = Date()
+    for scenario in scenarios where only?.contains(scenario.name) ?? !scenario.unsafe {
+        let t = try explore(scenario, root: root, cuts: cuts, subsets: subsets, rng: &rng)
+        print("\(scenario.name.padding(toLength: 13, withPad: " ", startingAt: 0)) \(t.states) states: \(t.ok) ok, \(t.typed) typed errors, \(t.failures.count) failed")
+        fflush(nil)
+        total.states += t.states
+        total.ok += t.ok
+        total.typed += t.typed
+        total.failures += t.failures
+    }
+    for f in total.failures { print("FAILED: \(f)") }
+    print(String(format: "%d states explored in %.0f s: %d ok, %d typed errors, %d failed (acknowledged events lost or store unusable)",
+                 total.states, Date().timeIntervalSince(started), total.ok, total.typed, total.failures.count))
+    return total.failures.isEmpty ? 0 : 1
+}
+
+let arguments = CommandLine.arguments
+do {
+    switch arguments.dropFirst().first {
+    case "write": try writerMain(Array(arguments.dropFirst()))
+    case "compact": try compactMain(Array(arguments.dropFirst()))
+    case "check": exit(checkMain(Array(arguments.dropFirst())))
+    default: exit(try mainExplore(arguments.dropFirst()))
+    }
+} catch {
+    FileHandle.standardError.write(Data("ledger-crash-states: \(error)\n".utf8))
+    exit(2)
+}
