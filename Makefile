@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make demo   – the main job: several processes write one ledger, then `ledger inspect`
 #   make test   – set-up, build, and the whole test suite
-.PHONY: setup demo test build benchmark benchmark-check compare torture fuzz
+.PHONY: setup demo test build benchmark benchmark-check compare torture fuzz crash-states
 
 setup:
 	bash scripts/setup.sh
@@ -42,3 +42,11 @@ fuzz: setup
 	.build-fuzz/release/ledger-fuzz .build-fuzz/corpus Tests/Corpus -max_total_time=$(FUZZ_SECONDS) \
 		-rss_limit_mb=1024 -timeout=5 -max_len=4096 -artifact_prefix=.build-fuzz/
 	.build-fuzz/release/ledger-fuzz -merge=1 Tests/Corpus .build-fuzz/corpus
+
+# Power-cut exploration (docs/reliability.md): every scenario, CUTS cut points each, SUBSETS
+# random page subsets of the unsynced writes per cut (plus all, none and a prefix).
+CUTS ?= 400
+SUBSETS ?= 8
+crash-states: setup
+	swift build
+	.build/debug/ledger-crash-states --cuts $(CUTS) --subsets $(SUBSETS) --seed 2026
