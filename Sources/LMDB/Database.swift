@@ -3,7 +3,7 @@ import CLMDB
 /// A named database inside an ``Environment``: a sorted key/value table.
 ///
 /// Handles are opened once, when the environment is opened, and stay valid until it closes
-/// (LMDB-NOTES rule 7). Obtain one with ``Environment/database(_:)``.
+/// (docs/lmdb.md rule 7). Obtain one with ``Environment/database(_:)``.
 public struct Database: Hashable, Sendable, CustomStringConvertible {
     /// The database's name in the environment.
     public let name: String

@@ -65,7 +65,7 @@ public struct ReaderSlot: Sendable, Hashable {
 
 /// An LMDB environment: one directory holding `data.mdb` and `lock.mdb`.
 ///
-/// There is exactly one underlying `MDB_env` per directory per process (LMDB-NOTES rule 1):
+/// There is exactly one underlying `MDB_env` per directory per process (docs/lmdb.md rule 1):
 /// opening the same directory again, from any thread, returns a new handle to the same
 /// environment, keyed by the directory's device and inode. The `MDB_env` is closed when
 /// the last handle goes away.
@@ -140,7 +140,7 @@ public final class Environment: Sendable {
     /// If the map fills (from a put or from the commit) the transaction is aborted, the map
     /// grows, and `body` runs again from the start, so `body` must not have effects outside the
     /// transaction that cannot be repeated. Never suspends: the writer lock is a process-shared
-    /// mutex that must be released by the thread that took it (LMDB-NOTES rule 3).
+    /// mutex that must be released by the thread that took it (docs/lmdb.md rule 3).
     @available(*, noasync, message: "a write transaction must begin and end on one thread")
     public func write<T>(_ body: (Transaction) throws -> T) throws -> T {
         if isReadOnly { throw LMDBError.permissionDenied }

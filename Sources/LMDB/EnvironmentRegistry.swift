@@ -13,7 +13,7 @@ struct EnvironmentKey: Hashable, Sendable {
     var inode: UInt64
 }
 
-/// The process-wide table of open environments (LMDB-NOTES rule 1): one `MDB_env` per
+/// The process-wide table of open environments (docs/lmdb.md rule 1): one `MDB_env` per
 /// directory, shared by every handle, closed with the last handle.
 enum EnvironmentRegistry {
     private static let open = Mutex<[EnvironmentKey: SharedEnvironment]>([:])

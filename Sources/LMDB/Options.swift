@@ -2,7 +2,7 @@ import CLMDB
 
 /// Flags for opening an environment (`mdb_env_open`).
 ///
-/// The environment layer always adds ``noThreadLocalStorage`` (LMDB-NOTES rule 2) and
+/// The environment layer always adds ``noThreadLocalStorage`` (docs/lmdb.md rule 2) and
 /// never uses ``noLock`` or ``writeMap``; they are listed so that every C constant has a name.
 public struct EnvironmentFlags: OptionSet, Sendable, Hashable {
     public let rawValue: UInt32
@@ -84,7 +84,7 @@ public struct CopyFlags: OptionSet, Sendable, Hashable {
     public static let compact = CopyFlags(rawValue: UInt32(MDB_CP_COMPACT))
 }
 
-/// What a commit costs and what it survives (LMDB-NOTES rule 11).
+/// What a commit costs and what it survives (docs/lmdb.md rule 11).
 ///
 /// | mode | syncs per commit | process crash | OS crash / power loss |
 /// |---|---|---|---|

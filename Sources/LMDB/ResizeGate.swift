@@ -4,7 +4,7 @@ import Glibc
 import Darwin
 #endif
 
-/// A process-wide reader/writer gate around one environment (LMDB-NOTES rule 9).
+/// A process-wide reader/writer gate around one environment (docs/lmdb.md rule 9).
 ///
 /// Every transaction holds the gate shared for its whole life. Changing the map size
 /// (`mdb_env_set_mapsize`) or the environment flags takes it exclusive, so it never

@@ -3,7 +3,7 @@ import Testing
 import TestSupport
 @testable import InboxLedger
 
-/// The seeds' whole scenario across real processes (the roles `ledger simulate` plays): the host
+/// The whole inbox scenario across real processes (the roles `ledger simulate` plays): the host
 /// app syncing, two widgets reading and recording actions, a notification extension adjusting the
 /// badge, and the host's consumer completing actions.
 @Suite(.serialized) struct ScenarioTests {

@@ -20,7 +20,7 @@ public enum SystemKind: String, CaseIterable, Sendable {
     case sqliteFull = "sqlite-full"
     /// The same with `synchronous=NORMAL` (a WAL commit is not synced; a checkpoint is).
     case sqliteNormal = "sqlite-normal"
-    /// The seeds' approach: the whole message list serialised and written atomically per change.
+    /// The usual approach without a database: the whole message list serialised and written atomically per change.
     case rewrite
 }
 

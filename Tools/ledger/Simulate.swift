@@ -2,10 +2,10 @@ import ArgumentParser
 import Foundation
 import InboxLedger
 
-/// The seeds' scenario, played by real processes: this binary re-executes itself as each role.
+/// The inbox scenario, played by real processes: this binary re-executes itself as each role.
 struct Simulate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run the seeds' scenario across real processes, then verify the ledger.",
+        abstract: "Run the inbox scenario across real processes, then verify the ledger.",
         discussion: """
             Spawns: the host app syncing the inbox from a generated server feed, widgets reading
             the list and recording actions, a notification extension adjusting the badge, the host

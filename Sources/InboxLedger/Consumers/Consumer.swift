@@ -45,7 +45,7 @@ public struct ConsumerBatch: Hashable, Sendable {
     public var through: UInt64 { events.last?.sequence ?? after }
 }
 
-/// A named reader of the log with a durable cursor (the seeds' action queue, done right).
+/// A named reader of the log with a durable cursor (an action queue with exactly-once completion).
 ///
 /// Its cursor moves **in the same transaction** as the events it appends in response, so an
 /// effect recorded in the ledger happens exactly once even if the process dies at any instant:

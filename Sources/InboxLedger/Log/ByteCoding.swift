@@ -64,7 +64,7 @@ struct ByteReader {
 }
 
 /// Sequence numbers as LMDB keys: 8 bytes, big-endian, so memcmp order is numeric order
-/// (LMDB-NOTES rule 13).
+/// (docs/lmdb.md rule 13).
 enum SequenceKey {
     static func encode(_ sequence: UInt64) -> [UInt8] {
         var w = ByteWriter(capacity: 8)

@@ -28,7 +28,7 @@ final class CommitRequest: @unchecked Sendable {
     }
 }
 
-/// In-process group commit (LMDB-NOTES rule 12): concurrent appenders hand their batches to
+/// In-process group commit (docs/lmdb.md rule 12): concurrent appenders hand their batches to
 /// one leader thread, which commits all of them in one write transaction (one or two syncs
 /// for everyone) and then wakes each caller. The leader runs the whole transaction on its own
 /// thread, start to end, so the writer lock is always released by the thread that took it.
@@ -39,7 +39,7 @@ final class CommitQueue: Sendable {
         var lastReaderCheck = monotonicSeconds()
     }
 
-    /// How often a leader clears reader slots of dead processes (LMDB-NOTES rule 4).
+    /// How often a leader clears reader slots of dead processes (docs/lmdb.md rule 4).
     static let readerCheckInterval = 30.0
 
     /// Whether the reader table is due for a check; resets the clock when it is.
