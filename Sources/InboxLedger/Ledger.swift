@@ -59,6 +59,8 @@ public final class Ledger: Sendable {
         config.durability = .durable
         config.initialMapSize = options.initialMapSize
         config.maxMapSize = options.maxMapSize
+        config.writeTimeoutMilliseconds = Ledger.milliseconds(options.writeTimeout)
+        config.closeWhenIdleMilliseconds = options.closesWhenIdle.map(Ledger.milliseconds)
         config.databases = Dictionary(uniqueKeysWithValues: Schema.allNames.map { ($0, DatabaseFlags()) })
         config.createDatabases = creating
 
@@ -253,9 +255,50 @@ public final class Ledger: Sendable {
         do {
             return try environment.write(body)
         } catch {
-            throw LedgerError.from(error, path: path, operation: operation)
+            throw writeError(error, operation: operation)
         }
     }
+
+    /// A write's error as a `LedgerError`; a timed-out writer lock names its holder.
+    func writeError(_ error: any Error, operation: String) -> LedgerError {
+        if (error as? LMDBError) == .writeLockTimeout {
+            return .writerBusy(path: path, holder: environment.writeLockHolder(), waitedSeconds: options.writeTimeout)
+        }
+        return LedgerError.from(error, path: path, operation: operation)
+    }
+
+    /// Seconds as whole milliseconds, clamped to what makes sense for a timeout.
+    static func milliseconds(_ seconds: Double) -> Int {
+        guard seconds.isFinite else { return seconds > 0 ? Int(Int32.max) : 0 }
+        return Int(min(max(seconds, 0), Double(Int32.max) / 1000) * 1000)
+    }
+
+    /// Suspends every ledger of this process, for an app about to be suspended (iOS kills a
+    /// suspended process that holds a file lock in a shared container: 0xdead10cc).
+    ///
+    /// From the call on, every ledger call throws ``LedgerError/suspended`` at once, without
+    /// locking or touching anything; transactions in flight get up to `seconds` to end; then
+    /// every LMDB environment of the process is closed, which releases every file lock and
+    /// reader slot it held. `Ledger` handles, consumers, compactors and parked
+    /// `waitForChange`/`changes` waiters stay valid: after ``resume()`` the first call reopens
+    /// the files. Throws ``LedgerError/writerBusy(path:holder:waitedSeconds:)`` naming a ledger
+    /// whose transaction did not end in time (it is still open; calls stay refused).
+    ///
+    /// ```swift
+    /// .onChange(of: scenePhase) { _, phase in
+    ///     if phase == .background { try? Ledger.suspend() } else if phase == .active { Ledger.resume() }
+    /// }
+    /// ```
+    public static func suspend(waitingUpTo seconds: Double = 2) throws(LedgerError) {
+        let stillOpen = Environment.suspendAll(waitingMilliseconds: milliseconds(seconds))
+        if let path = stillOpen.first { throw .writerBusy(path: path, holder: getpid(), waitedSeconds: seconds) }
+    }
+
+    /// Ends ``suspend(waitingUpTo:)``: calls work again, each ledger reopening its files with its next call.
+    public static func resume() { Environment.resumeAll() }
+
+    /// Whether ``suspend(waitingUpTo:)`` is in force in this process.
+    public static var isSuspended: Bool { Environment.isSuspended }
 
     /// Runs `body` in one short read transaction, mapping errors.
     func read<T>(_ operation: String, _ body: (Transaction) throws -> T) throws(LedgerError) -> T {

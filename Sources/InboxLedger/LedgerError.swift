@@ -42,6 +42,13 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
     case corruptStore(path: String, reason: String)
     /// The map reached its configured maximum, or the device is full.
     case storeFull(path: String, reason: String)
+    /// The process's ledgers are suspended (``Ledger/suspend(waitingUpTo:)``): nothing was
+    /// locked, read or written. Call ``Ledger/resume()`` first.
+    case suspended
+    /// Another process held the write lock for longer than ``LedgerOptions/writeTimeout``
+    /// (for example a process stopped or suspended inside its write): nothing was written.
+    /// `holder` is its pid when it can be told.
+    case writerBusy(path: String, holder: Int32?, waitedSeconds: Double)
     /// Any other storage failure, with LMDB's or the system's message.
     case storage(path: String, operation: String, code: Int32, message: String)
 
@@ -64,6 +71,9 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case .corruptRecord(let seq, let reason): "corrupt record at sequence \(seq): \(reason)"
         case .corruptStore(let path, let reason): "\(path): corrupt store: \(reason)"
         case .storeFull(let path, let reason): "\(path): store full: \(reason)"
+        case .suspended: "ledgers are suspended in this process (call Ledger.resume() first); nothing was done"
+        case .writerBusy(let path, let holder, let waited):
+            "\(path): writer busy: \(holder.map { "process \($0)" } ?? "another process") held the write lock for more than \(waited) s (stopped or suspended inside its write?); nothing was written"
         case .storage(let path, let operation, let code, let message): "\(path): \(operation) failed: \(message) (code \(code))"
         }
     }
@@ -76,6 +86,7 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         }
         switch lmdb {
         case .mapFull: return .storeFull(path: path, reason: "the map reached its maximum size (raise maxMapSize)")
+        case .suspended: return .suspended
         case .noSpace: return .storeFull(path: path, reason: "no space left on device")
         case LMDBError(rawValue: EIO) where (FileSystem.availableBytes(at: path) ?? .max) < 1 << 20:
             // LMDB reports a short write as EIO: on a device this full, that is the cause.

@@ -31,6 +31,12 @@ public struct EnvironmentConfiguration: Sendable {
     public var fileMode: UInt32 = 0o644
     /// How long to keep retrying an open that races another process's open or close (rule 6).
     public var openRetryMilliseconds: Int = 2000
+    /// How long a write waits for another process's write transaction before failing with
+    /// ``LMDBError/writeLockTimeout`` (a process stopped inside its transaction holds it).
+    public var writeTimeoutMilliseconds: Int = 5000
+    /// Close the C environment after this long without a call (nil: never); the next call
+    /// reopens it. Set by the first opener of the directory in this process.
+    public var closeWhenIdleMilliseconds: Int?
 
     public init() {}
 }
@@ -141,11 +147,40 @@ public final class Environment: Sendable {
     /// grows, and `body` runs again from the start, so `body` must not have effects outside the
     /// transaction that cannot be repeated. Never suspends: the writer lock is a process-shared
     /// mutex that must be released by the thread that took it (docs/lmdb.md rule 3).
+    ///
+    /// Waits at most `timeoutMilliseconds` (default: the configuration's) for another process's
+    /// write transaction, then throws ``LMDBError/writeLockTimeout``.
     @available(*, noasync, message: "a write transaction must begin and end on one thread")
-    public func write<T>(_ body: (Transaction) throws -> T) throws -> T {
+    public func write<T>(timeoutMilliseconds: Int? = nil, _ body: (Transaction) throws -> T) throws -> T {
         if isReadOnly { throw LMDBError.permissionDenied }
-        return try shared.write(body)
+        return try shared.write(timeoutMilliseconds: timeoutMilliseconds ?? shared.configuration.writeTimeoutMilliseconds, body)
     }
+
+    /// The pid of the process holding the writer lock now, if one does and it can be told.
+    public func writeLockHolder() -> Int32? { shared.writeLockHolder() }
+
+    /// Suspends every environment of this process (the answer to iOS's 0xdead10cc): new calls
+    /// throw ``LMDBError/suspended`` at once, without locking anything; transactions in flight
+    /// get up to `waitingMilliseconds` to end; then every `MDB_env` is closed, which releases
+    /// every file lock and reader slot the process held. Handles stay valid: after
+    /// ``resumeAll()`` each environment reopens with its next call. Returns the directories
+    /// whose transactions did not end in time (still open).
+    ///
+    /// ```swift
+    /// let stillOpen = Environment.suspendAll(waitingMilliseconds: 2000)
+    /// // … the process may now be suspended …
+    /// Environment.resumeAll()
+    /// ```
+    @discardableResult
+    public static func suspendAll(waitingMilliseconds: Int) -> [String] {
+        EnvironmentRegistry.suspendAll(waitingMilliseconds: waitingMilliseconds)
+    }
+
+    /// Ends ``suspendAll(waitingMilliseconds:)``.
+    public static func resumeAll() { EnvironmentRegistry.resumeAll() }
+
+    /// Whether the process is suspended.
+    public static var isSuspended: Bool { EnvironmentRegistry.isSuspended }
 
     /// Changes the durability of commits made by this process from now on.
     public func setDurability(_ durability: Durability) throws(LMDBError) {
@@ -172,14 +207,14 @@ public final class Environment: Sendable {
 
     /// Flushes written data to disk (`mdb_env_sync` with force).
     public func sync() throws(LMDBError) {
-        try shared.gate.withShared { () throws(LMDBError) in try check(mdb_env_sync(shared.env, 1)) }
+        try shared.withHandle { (opened: OpenHandle) throws(LMDBError) in try check(mdb_env_sync(opened.env, 1)) }
     }
 
     /// Writes a consistent copy of the environment into the existing, empty `directory`.
     /// With ``CopyFlags/compact`` free pages are omitted: the offline way to shrink a file.
     public func copy(to directory: String, flags: CopyFlags = []) throws(LMDBError) {
-        try shared.gate.withShared { () throws(LMDBError) in
-            try check(mdb_env_copy2(shared.env, directory, UInt32(flags.rawValue)))
+        try shared.withHandle { (opened: OpenHandle) throws(LMDBError) in
+            try check(mdb_env_copy2(opened.env, directory, UInt32(flags.rawValue)))
         }
     }
 
@@ -198,240 +233,6 @@ public final class Environment: Sendable {
     public static var libraryVersion: String {
         guard let s = mdb_version(nil, nil, nil) else { return "LMDB" }
         return String(cString: s)
-    }
-}
-
-/// A reset read transaction in the pool. @unchecked Sendable: a pooled transaction is inactive
-/// and owned by the pool; whoever pops it is its only user until it is pushed back (MDB_NOTLS
-/// lets it be renewed on any thread).
-struct IdleReader: @unchecked Sendable {
-    let pointer: OpaquePointer
-}
-
-/// The single `MDB_env` of one directory in this process.
-final class SharedEnvironment: @unchecked Sendable {
-    // @unchecked: `env` is a C handle that LMDB allows to be used from any thread (with
-    // MDB_NOTLS). Map size and flag changes are serialised by `gate`; every other mutable
-    // piece of state sits in a Mutex.
-    let env: OpaquePointer
-    let directory: String
-    let key: EnvironmentKey
-    let readOnly: Bool
-    let maxMapSize: Int
-    let gate = ResizeGate()
-    let databases = Mutex<[String: Database]>([:])
-    let attachments = Mutex<[String: any AnyObject & Sendable]>([:])
-    let currentDurability: Mutex<Durability>
-    /// Reset read transactions kept for reuse (`mdb_txn_renew` instead of `mdb_txn_begin`): a
-    /// reset transaction keeps its reader slot but pins no snapshot.
-    private let idleReaders = Mutex<[IdleReader]>([])
-    /// At most this many reset read transactions are kept (each holds a reader slot).
-    static let idleReaderLimit = 4
-    /// Handles alive; guarded by the registry's lock.
-    var handleCount = 0
-
-    init(env: OpaquePointer, directory: String, key: EnvironmentKey, readOnly: Bool, maxMapSize: Int, durability: Durability) {
-        self.env = env
-        self.directory = directory
-        self.key = key
-        self.readOnly = readOnly
-        self.maxMapSize = maxMapSize
-        self.currentDurability = Mutex(durability)
-    }
-
-    func close() {
-        dropIdleReaders()
-        mdb_env_close(env)
-    }
-
-    /// Frees the reset read transactions (before the map changes or the environment closes).
-    private func dropIdleReaders() {
-        for idle in idleReaders.withLock({ pool in defer { pool = [] }; return pool }) { mdb_txn_abort(idle.pointer) }
-    }
-
-    /// A read transaction: a reset one renewed, or a new one. Called under `gate` (shared).
-    private func beginRead() -> (Int32, OpaquePointer?) {
-        if let idle = idleReaders.withLock({ $0.popLast() })?.pointer {
-            let code = mdb_txn_renew(idle)
-            if code == 0 { return (0, idle) }
-            mdb_txn_abort(idle)
-            if code == MDB_MAP_RESIZED { return (code, nil) }
-        }
-        var txnPointer: OpaquePointer?
-        let code = mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txnPointer)
-        return (code, txnPointer)
-    }
-
-    /// Ends a read transaction, keeping it (reset) for the next `beginRead` when the pool has room.
-    private func endRead(_ txn: OpaquePointer) {
-        mdb_txn_reset(txn)
-        let kept = idleReaders.withLock { pool in
-            guard pool.count < Self.idleReaderLimit else { return false }
-            pool.append(IdleReader(pointer: txn))
-            return true
-        }
-        if !kept { mdb_txn_abort(txn) }
-    }
-
-    func mapSize() -> Int {
-        var info = MDB_envinfo()
-        mdb_env_info(env, &info)
-        return Int(info.me_mapsize)
-    }
-
-    func info() throws(LMDBError) -> EnvironmentInfo {
-        var info = MDB_envinfo()
-        var stat = MDB_stat()
-        try check(mdb_env_info(env, &info))
-        try check(mdb_env_stat(env, &stat))
-        var fileStat = stat_t()
-        let fileSize = Glibc_stat(directory + "/data.mdb", &fileStat) == 0 ? Int(fileStat.st_size) : 0
-        return EnvironmentInfo(
-            mapSize: Int(info.me_mapsize), lastPageNumber: Int(info.me_last_pgno),
-            lastTransactionID: Int(info.me_last_txnid), maxReaders: Int(info.me_maxreaders),
-            readerSlotsUsed: Int(info.me_numreaders), pageSize: Int(stat.ms_psize), fileSize: fileSize)
-    }
-
-    func clearStaleReaders() throws(LMDBError) -> Int {
-        var dead: Int32 = 0
-        try check(mdb_reader_check(env, &dead))
-        return Int(dead)
-    }
-
-    func readers() throws(LMDBError) -> [ReaderSlot] {
-        final class Lines { var text = "" }
-        let lines = Lines()
-        let code = withExtendedLifetime(lines) {
-            mdb_reader_list(env, { message, context in
-                guard let message, let context else { return 0 }
-                Unmanaged<Lines>.fromOpaque(context).takeUnretainedValue().text += String(cString: message)
-                return 0
-            }, Unmanaged.passUnretained(lines).toOpaque())
-        }
-        if code < 0 { throw LMDBError(rawValue: code) }
-        var slots: [ReaderSlot] = []
-        for line in lines.text.split(separator: "\n") {
-            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-            guard fields.count >= 3, let pid = Int32(fields[0]) else { continue }
-            slots.append(ReaderSlot(pid: pid, transactionID: Int(fields[2])))
-        }
-        return slots
-    }
-
-    func setDurability(_ durability: Durability) throws(LMDBError) {
-        try gate.withExclusive { () throws(LMDBError) in
-            try currentDurability.withLock { (current: inout Durability) throws(LMDBError) in
-                guard current != durability else { return }
-                let all = Durability.durable.flags.union(Durability.singleSync.flags).union(Durability.none.flags)
-                try check(mdb_env_set_flags(env, UInt32(all.rawValue), 0))
-                if !durability.flags.isEmpty {
-                    try check(mdb_env_set_flags(env, UInt32(durability.flags.rawValue), 1))
-                }
-                current = durability
-            }
-        }
-    }
-
-    /// Takes another process's larger map (`mdb_env_set_mapsize(env, 0)`).
-    func adoptMapSize() throws(LMDBError) {
-        try gate.withExclusive { () throws(LMDBError) in
-            dropIdleReaders()
-            try check(mdb_env_set_mapsize(env, 0))
-        }
-    }
-
-    /// Doubles the map (up to `maxMapSize`) unless another thread already grew it past `seen`.
-    func growMap(from seen: Int) throws(LMDBError) {
-        try gate.withExclusive { () throws(LMDBError) in
-            let current = mapSize()
-            if current > seen { return }
-            guard current < maxMapSize else { throw .mapFull }
-            dropIdleReaders()
-            let target = min(maxMapSize, max(current * 2, current + (1 << 20)))
-            try check(mdb_env_set_mapsize(env, target))
-        }
-    }
-
-    func read<T>(_ body: (Transaction) throws -> T) throws -> T {
-        var attempts = 0
-        while true {
-            attempts += 1
-            var resized = false
-            let result: T? = try gate.withShared {
-                let (code, txnPointer) = beginRead()
-                if code == MDB_MAP_RESIZED, attempts < 100 { resized = true; return nil }
-                if code == MDB_READERS_FULL, attempts < 100 {
-                    _ = try? clearStaleReaders()
-                    resized = true
-                    return nil
-                }
-                try check(code)
-                guard let txnPointer else { throw LMDBError.badTransaction }
-                let txn = Transaction(pointer: txnPointer, isReadOnly: true)
-                defer {
-                    txn.isLive = false
-                    endRead(txnPointer)
-                }
-                return try body(txn)
-            }
-            if let result { return result }
-            if resized { try adoptMapSize() }
-        }
-    }
-
-    func write<T>(_ body: (Transaction) throws -> T) throws -> T {
-        var attempts = 0
-        while true {
-            attempts += 1
-            var retry = false
-            var mapSeen = 0
-            let result: T? = try gate.withShared {
-                mapSeen = mapSize()
-                var txnPointer: OpaquePointer?
-                let code = mdb_txn_begin(env, nil, 0, &txnPointer)
-                if code == MDB_MAP_RESIZED, attempts < 100 {
-                    retry = true
-                    mapSeen = Int.max
-                    return nil
-                }
-                try check(code)
-                guard let txnPointer else { throw LMDBError.badTransaction }
-                let txn = Transaction(pointer: txnPointer, isReadOnly: false)
-                let value: T
-                do {
-                    value = try body(txn)
-                } catch {
-                    txn.isLive = false
-                    mdb_txn_abort(txnPointer)
-                    if txn.sawMapFull || (error as? LMDBError) == .mapFull {
-                        retry = true
-                        return nil
-                    }
-                    throw error
-                }
-                txn.isLive = false
-                if txn.sawMapFull {
-                    mdb_txn_abort(txnPointer)
-                    retry = true
-                    return nil
-                }
-                // A failed commit has already freed the transaction: never abort after it (rule 8).
-                let commit = mdb_txn_commit(txnPointer)
-                if commit == MDB_MAP_FULL {
-                    retry = true
-                    return nil
-                }
-                try check(commit)
-                return value
-            }
-            if let result { return result }
-            guard retry else { throw LMDBError.badTransaction }
-            if mapSeen == Int.max {
-                try adoptMapSize()
-            } else {
-                try growMap(from: mapSeen)
-            }
-        }
     }
 }
 

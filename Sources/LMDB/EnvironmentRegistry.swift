@@ -14,9 +14,14 @@ struct EnvironmentKey: Hashable, Sendable {
 }
 
 /// The process-wide table of open environments (docs/lmdb.md rule 1): one `MDB_env` per
-/// directory, shared by every handle, closed with the last handle.
+/// directory, shared by every handle, closed with the last handle — and the process-wide
+/// suspension that closes them all while keeping every handle valid.
 enum EnvironmentRegistry {
     private static let open = Mutex<[EnvironmentKey: SharedEnvironment]>([:])
+    private static let suspended = Atomic<Bool>(false)
+
+    /// Whether ``suspendAll(waitingMilliseconds:)`` is in force.
+    static var isSuspended: Bool { suspended.load(ordering: .acquiring) }
 
     static func key(forDirectory directory: String) throws(LMDBError) -> EnvironmentKey {
         var s = stat_t()
@@ -26,8 +31,10 @@ enum EnvironmentRegistry {
     }
 
     static func open(directory: String, configuration: EnvironmentConfiguration) throws(LMDBError) -> Environment {
+        if isSuspended { throw .suspended }
         let key = try key(forDirectory: directory)
         return try Self.open.withLock { (table: inout [EnvironmentKey: SharedEnvironment]) throws(LMDBError) -> Environment in
+            if isSuspended { throw .suspended }
             if let existing = table[key] {
                 if existing.readOnly && !configuration.readOnly {
                     // This process opened the directory read-only; LMDB cannot have two
@@ -38,12 +45,12 @@ enum EnvironmentRegistry {
                 existing.handleCount += 1
                 return Environment(shared: existing, readOnly: configuration.readOnly)
             }
-            let shared = try create(directory: directory, key: key, configuration: configuration)
+            let shared = SharedEnvironment(directory: directory, key: key, configuration: configuration)
             do throws(LMDBError) {
-                _ = try shared.clearStaleReaders()
+                try shared.ensureOpen()
                 try openDatabases(shared, configuration: configuration)
             } catch {
-                shared.close()
+                shared.finish()
                 throw error
             }
             shared.handleCount = 1
@@ -60,89 +67,68 @@ enum EnvironmentRegistry {
             shared.handleCount -= 1
             if shared.handleCount == 0 {
                 table[shared.key] = nil
-                shared.close()
+                shared.finish()
             }
         }
     }
 
-    /// Creates and opens the `MDB_env`, retrying briefly when the open races another
-    /// process's open or close (rule 6). The handle is freed on every failure path.
-    private static func create(directory: String, key: EnvironmentKey, configuration: EnvironmentConfiguration) throws(LMDBError) -> SharedEnvironment {
-        var flags = configuration.flags.union(.noThreadLocalStorage).union(configuration.durability.flags)
-        flags.subtract([.noLock, .writeMap, .mapAsync])
-        if configuration.readOnly { flags.insert(.readOnly) }
-        try StorePreparation.prepare(directory: directory, configuration: configuration)
-        let deadline = monotonicMilliseconds() + configuration.openRetryMilliseconds
-        var backoff: UInt32 = 1000
-        while true {
-            var envPointer: OpaquePointer?
-            try check(mdb_env_create(&envPointer))
-            guard let env = envPointer else { throw .outOfMemory }
-            var code = mdb_env_set_maxreaders(env, UInt32(configuration.maxReaders))
-            if code == 0 { code = mdb_env_set_maxdbs(env, UInt32(configuration.maxDatabases)) }
-            if code == 0 { code = mdb_env_set_mapsize(env, configuration.initialMapSize) }
-            if code == 0 { code = mdb_env_open(env, directory, UInt32(flags.rawValue), mode_t(configuration.fileMode)) }
-            if code == 0 {
-                return SharedEnvironment(
-                    env: env, directory: directory, key: key, readOnly: configuration.readOnly,
-                    maxMapSize: max(configuration.maxMapSize, configuration.initialMapSize),
-                    durability: configuration.durability)
-            }
-            mdb_env_close(env)
-            let transient = code == EAGAIN || code == EBUSY || code == EINTR || code == ETIMEDOUT
-            guard transient, monotonicMilliseconds() < deadline else { throw LMDBError(rawValue: code) }
-            usleep(backoff)
-            backoff = min(backoff * 2, 50_000)
-        }
+    /// Refuses new calls, waits up to `milliseconds` for the transactions in flight, and closes
+    /// every environment of the process. Returns the directories whose transactions did not end
+    /// in time (their environments stay open; calls stay refused until ``resumeAll()``).
+    static func suspendAll(waitingMilliseconds milliseconds: Int) -> [String] {
+        suspended.store(true, ordering: .releasing)
+        // Under the table's lock: an open racing the flag finishes first and is closed here too.
+        let environments = open.withLock { Array($0.values) }
+        let deadline = monotonicMilliseconds() + milliseconds
+        return environments.filter { shared in
+            !shared.closeHandle(waitingMilliseconds: max(0, deadline - monotonicMilliseconds()))
+        }.map(\.directory)
+    }
+
+    /// Lets calls in again; each environment reopens with its next call.
+    static func resumeAll() {
+        suspended.store(false, ordering: .releasing)
     }
 
     /// Opens every named database once: first in a read transaction (no writer lock, writes
     /// nothing); only if some are missing and creation is allowed, in one write transaction.
     private static func openDatabases(_ shared: SharedEnvironment, configuration: EnvironmentConfiguration) throws(LMDBError) {
         let wanted = configuration.databases.filter { name, _ in shared.databases.withLock { $0[name] == nil } }
+            .sorted { $0.key < $1.key }
         if wanted.isEmpty { return }
-        var missing: [String: DatabaseFlags] = [:]
-        try withTransaction(shared, readOnly: true) { (txn: OpaquePointer) throws(LMDBError) in
-            for (name, flags) in wanted {
-                var dbi: MDB_dbi = 0
-                let code = mdb_dbi_open(txn, name, UInt32(flags.subtracting(.create).rawValue), &dbi)
-                if code == MDB_NOTFOUND { missing[name] = flags; continue }
-                try check(code)
-                shared.databases.withLock { $0[name] = Database(name: name, handle: dbi) }
-            }
-        }
-        guard !missing.isEmpty, configuration.createDatabases, !shared.readOnly, !configuration.readOnly else { return }
-        try withTransaction(shared, readOnly: false) { (txn: OpaquePointer) throws(LMDBError) in
-            for (name, flags) in missing {
-                var dbi: MDB_dbi = 0
-                try check(mdb_dbi_open(txn, name, UInt32(flags.union(.create).rawValue), &dbi))
-                shared.databases.withLock { $0[name] = Database(name: name, handle: dbi) }
+        for attempt in 1...100 {
+            do throws(LMDBError) {
+                try openDatabasesOnce(shared, wanted, configuration: configuration)
+                return
+            } catch {
+                // Another process grew the map since this one opened: adopt it and try again.
+                guard error == .mapResized, attempt < 100 else { throw error }
+                try shared.adoptMapSize()
             }
         }
     }
 
-    /// A raw transaction for opening handles: committed (so handles become shared) or aborted on error.
-    private static func withTransaction(_ shared: SharedEnvironment, readOnly: Bool, _ body: (OpaquePointer) throws(LMDBError) -> Void) throws(LMDBError) {
-        var attempts = 0
-        while true {
-            attempts += 1
-            let resized = try shared.gate.withShared { () throws(LMDBError) -> Bool in
-                var txnPointer: OpaquePointer?
-                let code = mdb_txn_begin(shared.env, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txnPointer)
-                if code == MDB_MAP_RESIZED, attempts < 100 { return true }
-                try check(code)
-                guard let txn = txnPointer else { throw .badTransaction }
-                do throws(LMDBError) {
-                    try body(txn)
-                } catch {
-                    mdb_txn_abort(txn)
-                    throw error
+    private static func openDatabasesOnce(_ shared: SharedEnvironment, _ wanted: [(key: String, value: DatabaseFlags)],
+                                          configuration: EnvironmentConfiguration) throws(LMDBError) {
+        var missing: [(String, DatabaseFlags)] = []
+        try shared.withHandle { (opened: OpenHandle) throws(LMDBError) in
+            try SharedEnvironment.rawTransaction(opened, readOnly: true) { (txn: OpaquePointer) throws(LMDBError) in
+                for (name, flags) in wanted {
+                    var dbi: MDB_dbi = 0
+                    let code = mdb_dbi_open(txn, name, UInt32(flags.subtracting(.create).rawValue), &dbi)
+                    if code == MDB_NOTFOUND { missing.append((name, flags)); continue }
+                    try check(code)
+                    shared.remember(Database(name: name, handle: dbi))
                 }
-                try check(mdb_txn_commit(txn))
-                return false
             }
-            if !resized { return }
-            try shared.adoptMapSize()
+            guard !missing.isEmpty, configuration.createDatabases, !shared.readOnly, !configuration.readOnly else { return }
+            try SharedEnvironment.rawTransaction(opened, readOnly: false) { (txn: OpaquePointer) throws(LMDBError) in
+                for (name, flags) in missing {
+                    var dbi: MDB_dbi = 0
+                    try check(mdb_dbi_open(txn, name, UInt32(flags.union(.create).rawValue), &dbi))
+                    shared.remember(Database(name: name, handle: dbi))
+                }
+            }
         }
     }
 }

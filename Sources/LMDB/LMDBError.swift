@@ -23,8 +23,10 @@ public struct LMDBError: Error, RawRepresentable, Hashable, Sendable, CustomStri
 
     public init(rawValue: Int32) { self.rawValue = rawValue }
 
-    /// The library's own message for this code (`mdb_strerror`).
+    /// The library's own message for this code (`mdb_strerror`), or this layer's for its own codes.
     public var message: String {
+        if self == .suspended { return "the process's ledgers are suspended (call resume() first)" }
+        if self == .writeLockTimeout { return "another process held the write lock for longer than the write timeout" }
         guard let cString = mdb_strerror(rawValue) else { return "LMDB error \(rawValue)" }
         return String(cString: cString)
     }
@@ -82,6 +84,12 @@ public struct LMDBError: Error, RawRepresentable, Hashable, Sendable, CustomStri
     public static let noSuchFile = LMDBError(rawValue: ENOENT)
     /// `ENOMEM`: out of memory (or address space for the map).
     public static let outOfMemory = LMDBError(rawValue: ENOMEM)
+    /// This layer's own code: the process is suspended (``Environment/suspendAll(waitingMilliseconds:)``);
+    /// nothing was locked or touched.
+    public static let suspended = LMDBError(rawValue: -30_600)
+    /// `ETIMEDOUT` from a write: another process held the writer lock past the write timeout
+    /// (``Environment/writeLockHolder()`` names it).
+    public static let writeLockTimeout = LMDBError(rawValue: ETIMEDOUT)
     /// `EBUSY`: a read-only opening that could not register as a reader, while other
     /// processes have the environment open (docs/lmdb.md rule 22).
     public static let busy = LMDBError(rawValue: EBUSY)

@@ -250,9 +250,9 @@ extension Environment {
 extension SharedEnvironment {
     /// Runs `body` with the ID of a fresh read transaction, held open for the call.
     func withReadTransactionID<T>(_ body: (UInt64) throws(LMDBError) -> T) throws(LMDBError) -> T {
-        try gate.withShared { () throws(LMDBError) -> T in
+        try withHandle { (opened: OpenHandle) throws(LMDBError) -> T in
             var txnPointer: OpaquePointer?
-            try check(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txnPointer))
+            try check(mdb_txn_begin(opened.env, nil, UInt32(MDB_RDONLY), &txnPointer))
             guard let txn = txnPointer else { throw .badTransaction }
             defer { mdb_txn_abort(txn) }
             return try body(UInt64(mdb_txn_id(txn)))

@@ -7,10 +7,10 @@ import Darwin
 /// A process-wide reader/writer gate around one environment (docs/lmdb.md rule 9).
 ///
 /// Every transaction holds the gate shared for its whole life. Changing the map size
-/// (`mdb_env_set_mapsize`) or the environment flags takes it exclusive, so it never
-/// happens while a transaction of this process is active, which LMDB itself does not check.
-/// Transactions are synchronous closures, so the lock is always released on the thread
-/// that took it.
+/// (`mdb_env_set_mapsize`), the environment flags, or closing and reopening the C environment
+/// (suspension, idle close) takes it exclusive, so none of that happens while a transaction of
+/// this process is active, which LMDB itself does not check. Transactions are synchronous
+/// closures, so the lock is always released on the thread that took it.
 final class ResizeGate: @unchecked Sendable {
     // @unchecked: the pthread rwlock is the synchronisation primitive itself; it lives
     // at a stable heap address for the object's lifetime.
@@ -19,7 +19,8 @@ final class ResizeGate: @unchecked Sendable {
     init() {
         lock = .allocate(capacity: 1)
         lock.initialize(to: pthread_rwlock_t())
-        pthread_rwlock_init(lock, nil)
+        let code = pthread_rwlock_init(lock, nil)
+        precondition(code == 0, "pthread_rwlock_init failed: \(code)")
     }
 
     deinit {
@@ -28,13 +29,32 @@ final class ResizeGate: @unchecked Sendable {
     }
 
     func withShared<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
-        pthread_rwlock_rdlock(lock)
+        let code = pthread_rwlock_rdlock(lock)
+        precondition(code == 0, "pthread_rwlock_rdlock failed: \(code)")
         defer { pthread_rwlock_unlock(lock) }
         return try body()
     }
 
     func withExclusive<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
-        pthread_rwlock_wrlock(lock)
+        let code = pthread_rwlock_wrlock(lock)
+        precondition(code == 0, "pthread_rwlock_wrlock failed: \(code)")
+        defer { pthread_rwlock_unlock(lock) }
+        return try body()
+    }
+
+    /// Runs `body` holding the gate exclusive if it can be had within `milliseconds` (0: only
+    /// if free now); nil otherwise. Polls (`pthread_rwlock_timedwrlock` does not exist on every
+    /// platform); callers stop new transactions from starting first, so it only waits for the
+    /// ones in flight.
+    func withExclusive<T, E: Error>(within milliseconds: Int, _ body: () throws(E) -> T) throws(E) -> T? {
+        let deadline = monotonicMilliseconds() + milliseconds
+        while true {
+            let code = pthread_rwlock_trywrlock(lock)
+            if code == 0 { break }
+            precondition(code == EBUSY, "pthread_rwlock_trywrlock failed: \(code)")
+            if monotonicMilliseconds() >= deadline { return nil }
+            usleep(500)
+        }
         defer { pthread_rwlock_unlock(lock) }
         return try body()
     }

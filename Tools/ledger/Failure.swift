@@ -54,6 +54,6 @@ func fail(_ error: LedgerError) -> ExitCode {
     case .notALedger, .newerFormat, .permissionDenied, .corruptStore: return ExitCode(ExitStatus.cannotOpen)
     case .invalidEvent, .eventTooLarge, .idempotencyConflict, .corruptRecord, .unknownConsumer, .consumerGap,
          .consumerConflict: return ExitCode(ExitStatus.problems)
-    case .readOnly, .storeFull, .storage: return ExitCode(ExitStatus.storage)
+    case .readOnly, .storeFull, .storage, .writerBusy, .suspended: return ExitCode(ExitStatus.storage)
     }
 }

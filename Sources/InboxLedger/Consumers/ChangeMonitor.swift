@@ -55,7 +55,7 @@ final class ChangeMonitor: Sendable {
                     defer { s.watcherRunning = true }
                     return !s.watcherRunning
                 }
-                if startWatcher { detachThread { self.watch() } }
+                if startWatcher { detachThread { self.watch() } }  // blocks in `poll`, off the cooperative pool
                 // The head may have moved between the first check and the registration.
                 self.check()
             }
@@ -139,24 +139,6 @@ final class ChangeMonitor: Sendable {
             #endif
             check()
         }
-    }
-}
-
-/// Starts `body` on a new OS thread (the watcher blocks in `poll`, off the cooperative pool).
-private func detachThread(_ body: @escaping @Sendable () -> Void) {
-    final class Box: Sendable {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-    }
-    var thread = pthread_t()
-    let box = Unmanaged.passRetained(Box(body)).toOpaque()
-    let started = pthread_create(&thread, nil, { context in
-        guard let context else { return nil }
-        Unmanaged<Box>.fromOpaque(context).takeRetainedValue().body()
-        return nil
-    }, box)
-    if started == 0 { pthread_detach(thread) } else {
-        Unmanaged<Box>.fromOpaque(box).takeRetainedValue().body()
     }
 }
 

@@ -128,7 +128,7 @@ extension Ledger {
             if environment.durability != durability { try environment.setDurability(durability) }
             outcomes = try environment.write { txn in try write(batch, in: txn) }
         } catch {
-            outcomes = Array(repeating: .failure(LedgerError.from(error, path: path, operation: "append")), count: batch.count)
+            outcomes = Array(repeating: .failure(writeError(error, operation: "append")), count: batch.count)
         }
         changeMonitor.poke()
         // Slots left by killed readers would pin pages and fill the table: clear them now and then.

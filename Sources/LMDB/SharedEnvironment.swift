@@ -1,0 +1,535 @@
+import CLMDB
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A reset read transaction in the pool. @unchecked Sendable: a pooled transaction is inactive
+/// and owned by the pool; whoever pops it is its only user until it is pushed back (MDB_NOTLS
+/// lets it be renewed on any thread).
+struct IdleReader: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+/// The C handles of an open environment: the `MDB_env`, and this layer's own descriptor of
+/// `lock.mdb` for the writer lock (-1 when the file cannot be written). Valid only while the
+/// environment's gate is held; closed together (closing any descriptor of `lock.mdb` drops
+/// every `fcntl` lock of the process on it, LMDB's included).
+struct OpenHandle: @unchecked Sendable {
+    // @unchecked: C handles; used only under the gate (see SharedEnvironment).
+    let env: OpaquePointer
+    let lockFile: Int32
+}
+
+/// The single environment of one directory in this process. Its `MDB_env` can be closed —
+/// by ``EnvironmentRegistry/suspendAll(waitingMilliseconds:)`` or after a quiet period — and is
+/// reopened by the next call, transparently: every ``Environment`` handle, every ``Database``
+/// (reopened in the same order, so with the same numbers) and every attachment stay valid.
+final class SharedEnvironment: @unchecked Sendable {
+    // @unchecked: `handle` is read only with `gate` held shared and replaced only with it held
+    // exclusive; the C environment may be used from any thread (MDB_NOTLS). Every other
+    // mutable piece of state sits in a Mutex or an Atomic.
+    private var handle: OpenHandle?
+    /// Mirrors `handle != nil` for the lock-free fast path of ``ensureOpen()``.
+    private let isOpen = Atomic<Bool>(false)
+    let directory: String
+    let key: EnvironmentKey
+    let readOnly: Bool
+    let maxMapSize: Int
+    let configuration: EnvironmentConfiguration
+    let gate = ResizeGate()
+    let databases = Mutex<[String: Database]>([:])
+    /// The order the named databases were opened in: a reopen opens them in this order again.
+    private let databaseOrder = Mutex<[String]>([])
+    let attachments = Mutex<[String: any AnyObject & Sendable]>([:])
+    let currentDurability: Mutex<Durability>
+    /// The map size to reopen with (the last one in use).
+    private let reopenMapSize: Mutex<Int>
+    /// When a call last used the environment (monotonic ms), for the idle close.
+    private let lastUse = Atomic<Int>(0)
+    private let writerLock = WriterLock()
+    /// Reset read transactions kept for reuse (`mdb_txn_renew` instead of `mdb_txn_begin`): a
+    /// reset transaction keeps its reader slot but pins no snapshot.
+    private let idleReaders = Mutex<[IdleReader]>([])
+    /// At most this many reset read transactions are kept (each holds a reader slot).
+    static let idleReaderLimit = 4
+    /// Handles alive; guarded by the registry's lock.
+    var handleCount = 0
+    /// Set once the last handle is gone: nothing reopens it any more.
+    private let isFinished = Atomic<Bool>(false)
+
+    init(directory: String, key: EnvironmentKey, configuration: EnvironmentConfiguration) {
+        self.directory = directory
+        self.key = key
+        self.readOnly = configuration.readOnly
+        self.maxMapSize = max(configuration.maxMapSize, configuration.initialMapSize)
+        self.configuration = configuration
+        self.currentDurability = Mutex(configuration.durability)
+        self.reopenMapSize = Mutex(configuration.initialMapSize)
+    }
+
+    // MARK: Opening and closing the C environment
+
+    /// Opens the C environment if it is closed; throws ``LMDBError/suspended`` (without
+    /// blocking or locking anything) while the process is suspended.
+    func ensureOpen() throws(LMDBError) {
+        if EnvironmentRegistry.isSuspended { throw .suspended }
+        if isOpen.load(ordering: .acquiring) { return }
+        try gate.withExclusive { () throws(LMDBError) in
+            if EnvironmentRegistry.isSuspended { throw .suspended }
+            if handle != nil { return }
+            if isFinished.load(ordering: .acquiring) { throw .badTransaction }
+            let opened = try openHandle()
+            do throws(LMDBError) {
+                try reopenDatabases(opened)
+            } catch {
+                closeC(opened)
+                throw error
+            }
+            handle = opened
+            isOpen.store(true, ordering: .releasing)
+        }
+        if let idle = configuration.closeWhenIdleMilliseconds { startIdleWatch(idle) }
+    }
+
+    /// Creates and opens the `MDB_env` — after making the files safe to map (StorePreparation) —
+    /// retrying briefly when the open races another process's open or close (rule 6). The C
+    /// handle is freed on every failure path.
+    private func openHandle() throws(LMDBError) -> OpenHandle {
+        var flags = configuration.flags.union(.noThreadLocalStorage).union(currentDurability.withLock { $0 }.flags)
+        flags.subtract([.noLock, .writeMap, .mapAsync])
+        if configuration.readOnly { flags.insert(.readOnly) }
+        try StorePreparation.prepare(directory: directory, configuration: configuration)
+        let deadline = monotonicMilliseconds() + configuration.openRetryMilliseconds
+        var backoff: UInt32 = 1000
+        while true {
+            var envPointer: OpaquePointer?
+            try check(mdb_env_create(&envPointer))
+            guard let env = envPointer else { throw .outOfMemory }
+            var code = mdb_env_set_maxreaders(env, UInt32(configuration.maxReaders))
+            if code == 0 { code = mdb_env_set_maxdbs(env, UInt32(configuration.maxDatabases)) }
+            if code == 0 { code = mdb_env_set_mapsize(env, reopenMapSize.withLock { $0 }) }
+            if code == 0 { code = mdb_env_open(env, directory, UInt32(flags.rawValue), mode_t(configuration.fileMode)) }
+            if code == 0 {
+                // Our own descriptor of lock.mdb for the writer lock, opened only once LMDB holds
+                // its locks (it is closed only after mdb_env_close, see OpenHandle).
+                let lockFile = configuration.readOnly ? -1 : open(directory + "/lock.mdb", O_RDWR | O_CLOEXEC)
+                var dead: Int32 = 0
+                _ = mdb_reader_check(env, &dead)  // best effort: a failure here is retried every 30 s by committers
+                return OpenHandle(env: env, lockFile: lockFile)
+            }
+            mdb_env_close(env)
+            let transient = code == EAGAIN || code == EBUSY || code == EINTR || code == ETIMEDOUT
+            guard transient, monotonicMilliseconds() < deadline else { throw LMDBError(rawValue: code) }
+            usleep(backoff)
+            backoff = min(backoff * 2, 50_000)
+        }
+    }
+
+    /// Opens again, in their original order, the named databases a previous `MDB_env` had
+    /// open, so that every ``Database`` keeps its handle number.
+    private func reopenDatabases(_ opened: OpenHandle) throws(LMDBError) {
+        let order = databaseOrder.withLock { $0 }
+        if order.isEmpty { return }
+        let known = databases.withLock { $0 }
+        try Self.rawTransaction(opened, readOnly: true) { (txn: OpaquePointer) throws(LMDBError) in
+            for name in order {
+                var dbi: MDB_dbi = 0
+                try check(mdb_dbi_open(txn, name, 0, &dbi))
+                guard dbi == known[name]?.handle else { throw .badDatabase }
+            }
+        }
+    }
+
+    /// Records a database opened for the first time (by the registry, in the transaction `txn`
+    /// that is about to commit).
+    func remember(_ database: Database) {
+        databases.withLock { $0[database.name] = database }
+        databaseOrder.withLock { if !$0.contains(database.name) { $0.append(database.name) } }
+    }
+
+    /// Closes the C environment once no transaction of this process is active, waiting at most
+    /// `milliseconds` (nil: as long as it takes). Returns false if a transaction did not end in
+    /// time (the environment stays open). The next call reopens it.
+    @discardableResult
+    func closeHandle(waitingMilliseconds milliseconds: Int?) -> Bool {
+        let close = { () -> Void in
+            guard let opened = self.handle else { return }
+            self.reopenMapSize.withLock { $0 = Self.mapSize(opened.env) }
+            self.dropIdleReaders()
+            self.closeC(opened)
+            self.handle = nil
+            self.isOpen.store(false, ordering: .releasing)
+        }
+        if let milliseconds {
+            return gate.withExclusive(within: milliseconds, close) != nil
+        }
+        gate.withExclusive(close)
+        return true
+    }
+
+    /// Closes for good (the last handle is gone).
+    func finish() {
+        isFinished.store(true, ordering: .releasing)
+        closeHandle(waitingMilliseconds: nil)
+    }
+
+    private func closeC(_ opened: OpenHandle) {
+        mdb_env_close(opened.env)
+        if opened.lockFile >= 0 { close(opened.lockFile) }
+    }
+
+    /// While the option is set, a thread closes the environment after `milliseconds` without
+    /// a call; it ends when the environment closes (and starts again with the next reopen).
+    private func startIdleWatch(_ milliseconds: Int) {
+        final class Weak: @unchecked Sendable {
+            // @unchecked: written once before the thread starts.
+            weak var shared: SharedEnvironment?
+        }
+        let weak = Weak()
+        weak.shared = self
+        detachThread {
+            let interval = UInt32(max(10, min(milliseconds / 4, 1000)) * 1000)
+            while true {
+                usleep(interval)
+                guard let shared = weak.shared, shared.isOpen.load(ordering: .acquiring) else { return }
+                if monotonicMilliseconds() - shared.lastUse.load(ordering: .relaxed) >= milliseconds,
+                   shared.closeHandle(waitingMilliseconds: 0) { return }
+            }
+        }
+    }
+
+    // MARK: Running code with the open environment
+
+    /// Runs `body` with the open C handles, the gate held shared; opens them first if needed.
+    func withHandle<T>(_ body: (OpenHandle) throws(LMDBError) -> T) throws(LMDBError) -> T {
+        while true {
+            try ensureOpen()
+            let outcome: T? = try gate.withShared { () throws(LMDBError) -> T? in
+                guard let handle else { return nil }  // closed between ensureOpen and here: again
+                lastUse.store(monotonicMilliseconds(), ordering: .relaxed)
+                return try body(handle)
+            }
+            if let outcome { return outcome }
+        }
+    }
+
+    /// As ``withHandle(_:)``, for bodies that throw any error.
+    func withHandle<T>(untyped body: (OpenHandle) throws -> T) throws -> T {
+        var result: Result<T, any Error>?
+        try withHandle { (opened: OpenHandle) throws(LMDBError) in result = Result { try body(opened) } }
+        guard let result else { throw LMDBError.badTransaction }
+        return try result.get()
+    }
+
+    /// A raw transaction for opening handles: committed (so handles become shared) or aborted on error.
+    static func rawTransaction(_ opened: OpenHandle, readOnly: Bool, _ body: (OpaquePointer) throws(LMDBError) -> Void) throws(LMDBError) {
+        var txnPointer: OpaquePointer?
+        try check(mdb_txn_begin(opened.env, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txnPointer))
+        guard let txn = txnPointer else { throw .badTransaction }
+        do throws(LMDBError) {
+            try body(txn)
+        } catch {
+            mdb_txn_abort(txn)
+            throw error
+        }
+        try check(mdb_txn_commit(txn))
+    }
+
+    // MARK: Environment-wide operations
+
+    static func mapSize(_ env: OpaquePointer) -> Int {
+        var info = MDB_envinfo()
+        mdb_env_info(env, &info)
+        return Int(info.me_mapsize)
+    }
+
+    func info() throws(LMDBError) -> EnvironmentInfo {
+        try withHandle { (opened: OpenHandle) throws(LMDBError) -> EnvironmentInfo in
+            var info = MDB_envinfo()
+            var stat = MDB_stat()
+            try check(mdb_env_info(opened.env, &info))
+            try check(mdb_env_stat(opened.env, &stat))
+            var fileStat = stat_t()
+            let fileSize = Glibc_stat(directory + "/data.mdb", &fileStat) == 0 ? Int(fileStat.st_size) : 0
+            return EnvironmentInfo(
+                mapSize: Int(info.me_mapsize), lastPageNumber: Int(info.me_last_pgno),
+                lastTransactionID: Int(info.me_last_txnid), maxReaders: Int(info.me_maxreaders),
+                readerSlotsUsed: Int(info.me_numreaders), pageSize: Int(stat.ms_psize), fileSize: fileSize)
+        }
+    }
+
+    func clearStaleReaders() throws(LMDBError) -> Int {
+        try withHandle { (opened: OpenHandle) throws(LMDBError) -> Int in
+            var dead: Int32 = 0
+            try check(mdb_reader_check(opened.env, &dead))
+            return Int(dead)
+        }
+    }
+
+    func readers() throws(LMDBError) -> [ReaderSlot] {
+        final class Lines { var text = "" }
+        let lines = Lines()
+        let code = try withHandle { (opened: OpenHandle) throws(LMDBError) -> Int32 in
+            withExtendedLifetime(lines) {
+                mdb_reader_list(opened.env, { message, context in
+                    guard let message, let context else { return 0 }
+                    Unmanaged<Lines>.fromOpaque(context).takeUnretainedValue().text += String(cString: message)
+                    return 0
+                }, Unmanaged.passUnretained(lines).toOpaque())
+            }
+        }
+        if code < 0 { throw LMDBError(rawValue: code) }
+        var slots: [ReaderSlot] = []
+        for line in lines.text.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count >= 3, let pid = Int32(fields[0]) else { continue }
+            slots.append(ReaderSlot(pid: pid, transactionID: Int(fields[2])))
+        }
+        return slots
+    }
+
+    /// The pid of the process holding the writer lock, if one does (and it can be told).
+    func writeLockHolder() -> Int32? {
+        (try? withHandle { (opened: OpenHandle) throws(LMDBError) -> Int32? in  // a closed or suspended environment has no holder to tell
+            WriterLock.holder(opened.lockFile)
+        }) ?? nil
+    }
+
+    func setDurability(_ durability: Durability) throws(LMDBError) {
+        try ensureOpen()
+        try gate.withExclusive { () throws(LMDBError) in
+            try currentDurability.withLock { (current: inout Durability) throws(LMDBError) in
+                guard current != durability else { return }
+                if let opened = handle {  // closed: the next open uses `current`
+                    let all = Durability.durable.flags.union(Durability.singleSync.flags).union(Durability.none.flags)
+                    try check(mdb_env_set_flags(opened.env, UInt32(all.rawValue), 0))
+                    if !durability.flags.isEmpty {
+                        try check(mdb_env_set_flags(opened.env, UInt32(durability.flags.rawValue), 1))
+                    }
+                }
+                current = durability
+            }
+        }
+    }
+
+    /// Takes another process's larger map (`mdb_env_set_mapsize(env, 0)`).
+    func adoptMapSize() throws(LMDBError) {
+        try gate.withExclusive { () throws(LMDBError) in
+            guard let opened = handle else { return }  // closed: a reopen reads the current size
+            dropIdleReaders()
+            try check(mdb_env_set_mapsize(opened.env, 0))
+        }
+    }
+
+    /// Doubles the map (up to `maxMapSize`) unless another thread already grew it past `seen`.
+    func growMap(from seen: Int) throws(LMDBError) {
+        try gate.withExclusive { () throws(LMDBError) in
+            guard let opened = handle else { return }
+            let current = Self.mapSize(opened.env)
+            if current > seen { return }
+            guard current < maxMapSize else { throw .mapFull }
+            dropIdleReaders()
+            let target = min(maxMapSize, max(current * 2, current + (1 << 20)))
+            try check(mdb_env_set_mapsize(opened.env, target))
+        }
+    }
+
+    // MARK: Transactions
+
+    /// Frees the reset read transactions (before the map changes or the environment closes).
+    private func dropIdleReaders() {
+        for idle in idleReaders.withLock({ pool in defer { pool = [] }; return pool }) { mdb_txn_abort(idle.pointer) }
+    }
+
+    /// A read transaction: a reset one renewed, or a new one. Called under `gate` (shared).
+    private func beginRead(_ opened: OpenHandle) -> (Int32, OpaquePointer?) {
+        if let idle = idleReaders.withLock({ $0.popLast() })?.pointer {
+            let code = mdb_txn_renew(idle)
+            if code == 0 { return (0, idle) }
+            mdb_txn_abort(idle)
+            if code == MDB_MAP_RESIZED { return (code, nil) }
+        }
+        var txnPointer: OpaquePointer?
+        let code = mdb_txn_begin(opened.env, nil, UInt32(MDB_RDONLY), &txnPointer)
+        return (code, txnPointer)
+    }
+
+    /// Ends a read transaction, keeping it (reset) for the next `beginRead` when the pool has room.
+    private func endRead(_ txn: OpaquePointer) {
+        mdb_txn_reset(txn)
+        let kept = idleReaders.withLock { pool in
+            guard pool.count < Self.idleReaderLimit else { return false }
+            pool.append(IdleReader(pointer: txn))
+            return true
+        }
+        if !kept { mdb_txn_abort(txn) }
+    }
+
+    /// What one attempt at a transaction came to.
+    private enum Attempt<T> {
+        case done(T)
+        /// Another process grew the map (`MDB_MAP_RESIZED`): adopt its size and try again.
+        case adoptMap
+        /// The map is full (`seen` bytes): grow it and try again.
+        case growMap(seen: Int)
+        /// Every reader slot is taken: clear those of dead processes and try again.
+        case readersFull
+    }
+
+    func read<T>(_ body: (Transaction) throws -> T) throws -> T {
+        var attempts = 0
+        while true {
+            attempts += 1
+            let attempt: Attempt<T> = try withHandle(untyped: { opened in
+                let (code, txnPointer) = beginRead(opened)
+                if code == MDB_MAP_RESIZED, attempts < 100 { return .adoptMap }
+                if code == MDB_READERS_FULL, attempts < 100 { return .readersFull }
+                try check(code)
+                guard let txnPointer else { throw LMDBError.badTransaction }
+                let txn = Transaction(pointer: txnPointer, isReadOnly: true)
+                defer {
+                    txn.isLive = false
+                    endRead(txnPointer)
+                }
+                return .done(try body(txn))
+            })
+            switch attempt {
+            case .done(let value): return value
+            case .adoptMap, .growMap: try adoptMapSize()
+            case .readersFull: _ = try clearStaleReaders()
+            }
+        }
+    }
+
+    func write<T>(timeoutMilliseconds: Int, _ body: (Transaction) throws -> T) throws -> T {
+        var attempts = 0
+        while true {
+            attempts += 1
+            let attempt: Attempt<T> = try withHandle(untyped: { opened in
+                try writerLock.acquire(opened.lockFile, timeoutMilliseconds: timeoutMilliseconds)
+                defer { writerLock.release(opened.lockFile) }
+                return try writeOnce(opened, retrying: attempts < 100, body)
+            })
+            switch attempt {
+            case .done(let value): return value
+            case .adoptMap: try adoptMapSize()
+            case .growMap(let seen): try growMap(from: seen)
+            case .readersFull: _ = try clearStaleReaders()
+            }
+        }
+    }
+
+    /// One write transaction: committed, or aborted (never after a failed commit: rule 8).
+    private func writeOnce<T>(_ opened: OpenHandle, retrying: Bool, _ body: (Transaction) throws -> T) throws -> Attempt<T> {
+        let mapSeen = Self.mapSize(opened.env)
+        var txnPointer: OpaquePointer?
+        let code = mdb_txn_begin(opened.env, nil, 0, &txnPointer)
+        if code == MDB_MAP_RESIZED, retrying { return .adoptMap }
+        try check(code)
+        guard let txnPointer else { throw LMDBError.badTransaction }
+        let txn = Transaction(pointer: txnPointer, isReadOnly: false)
+        let value: T
+        do {
+            value = try body(txn)
+        } catch {
+            txn.isLive = false
+            mdb_txn_abort(txnPointer)
+            if txn.sawMapFull || (error as? LMDBError) == .mapFull { return .growMap(seen: mapSeen) }
+            throw error
+        }
+        txn.isLive = false
+        if txn.sawMapFull {
+            mdb_txn_abort(txnPointer)
+            return .growMap(seen: mapSeen)
+        }
+        // A failed commit has already freed the transaction: never abort after it (rule 8).
+        let commit = mdb_txn_commit(txnPointer)
+        if commit == MDB_MAP_FULL { return .growMap(seen: mapSeen) }
+        try check(commit)
+        return .done(value)
+    }
+}
+
+/// The cross-process writer lock taken around every write transaction: an `fcntl` write lock on
+/// one byte of `lock.mdb` past every pid (docs/lmdb.md; LMDB's own writer mutex cannot time
+/// out). A process stopped inside its write transaction keeps it, so others give up after their
+/// timeout and can name it (`F_GETLK`); a killed one loses it at once (the kernel releases the
+/// locks of a dead process). `fcntl` locks belong to the process, so the threads of one process
+/// share it: the first takes it, the last releases it.
+final class WriterLock: Sendable {
+    /// Writers of this process inside their write (holding the lock).
+    private let holders = Mutex<Int>(0)
+    static let byte = off_t(Int32.max) + 2
+
+    func acquire(_ fd: Int32, timeoutMilliseconds: Int) throws(LMDBError) {
+        if fd < 0 { return }  // lock.mdb not writable: no write will succeed anyway
+        let deadline = monotonicMilliseconds() + timeoutMilliseconds
+        var pause: UInt32 = 50
+        while true {
+            let taken = try holders.withLock { (count: inout Int) throws(LMDBError) -> Bool in
+                if count > 0 { count += 1; return true }
+                guard Self.set(fd, type: F_WRLCK) else {
+                    guard errno == EAGAIN || errno == EACCES || errno == EINTR else { throw LMDBError(rawValue: errno) }
+                    return false
+                }
+                count = 1
+                return true
+            }
+            if taken { return }
+            if monotonicMilliseconds() >= deadline { throw .writeLockTimeout }
+            usleep(pause)
+            pause = min(pause * 2, 2000)
+        }
+    }
+
+    func release(_ fd: Int32) {
+        if fd < 0 { return }
+        holders.withLock { count in
+            count -= 1
+            if count == 0 { _ = Self.set(fd, type: F_UNLCK) }
+        }
+    }
+
+    /// The pid holding the lock in another process, if any.
+    static func holder(_ fd: Int32) -> Int32? {
+        guard fd >= 0 else { return nil }
+        var query = flock()
+        query.l_type = Int16(F_WRLCK)
+        query.l_whence = Int16(SEEK_SET)
+        query.l_start = byte
+        query.l_len = 1
+        guard fcntl(fd, F_GETLK, &query) == 0, query.l_type != Int16(F_UNLCK) else { return nil }
+        return query.l_pid
+    }
+
+    private static func set(_ fd: Int32, type: Int32) -> Bool {
+        var lock = flock()
+        lock.l_type = Int16(type)
+        lock.l_whence = Int16(SEEK_SET)
+        lock.l_start = byte
+        lock.l_len = 1
+        return fcntl(fd, F_SETLK, &lock) == 0
+    }
+}
+
+/// Starts `body` on a new detached OS thread.
+package func detachThread(_ body: @escaping @Sendable () -> Void) {
+    final class Box: Sendable {
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    }
+    var thread = pthread_t()
+    let box = Unmanaged.passRetained(Box(body)).toOpaque()
+    let started = pthread_create(&thread, nil, { context in
+        guard let context else { return nil }
+        Unmanaged<Box>.fromOpaque(context).takeRetainedValue().body()
+        return nil
+    }, box)
+    if started == 0 { pthread_detach(thread) } else {
+        Unmanaged<Box>.fromOpaque(box).takeRetainedValue().body()
+    }
+}
