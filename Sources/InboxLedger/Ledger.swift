@@ -253,7 +253,7 @@ public final class Ledger: Sendable {
     /// Runs `body` in one write transaction (on this thread), mapping errors.
     func write<T>(_ operation: String, _ body: (Transaction) throws -> T) throws(LedgerError) -> T {
         do {
-            return try environment.write(body)
+            return try environment.write(timeoutMilliseconds: Ledger.milliseconds(options.writeTimeout), body)
         } catch {
             throw writeError(error, operation: operation)
         }

@@ -480,6 +480,8 @@ final class WriterLock: Sendable {
                 return true
             }
             if taken { return }
+            // A suspension waits for the transactions in flight: this one has not begun.
+            if EnvironmentRegistry.isSuspended { throw .suspended }
             if monotonicMilliseconds() >= deadline { throw .writeLockTimeout }
             usleep(pause)
             pause = min(pause * 2, 2000)

@@ -172,6 +172,63 @@ func openAndCount(dir: String, readOnly: Bool) {
     }
 }
 
+// MARK: - Suspension and stopped writers
+
+/// Waits until `path` exists (a step of the test driving this process).
+func awaitFile(_ path: String) {
+    while !FileManager.default.fileExists(atPath: path) { usleep(5_000) }
+}
+
+/// Opens, appends and reads (so the process holds LMDB's locks and a reader slot), parks a
+/// waiter, then follows the test's steps: `CTL/suspend` → Ledger.suspend() and a call timed
+/// while suspended; `CTL/resume` → resume, the widget list compared, an append; `CTL/exit`.
+func suspendCycle(dir: String, control: String) async {
+    do {
+        let ledger = try Ledger(path: dir, options: LedgerOptions(role: "app"))
+        try ledger.append(.badgeAdjusted(.delta(1)))
+        let before = try ledger.widgetList(limit: 5)
+        let head = try ledger.headSequence()
+        let waiter = Task {
+            let woke = try await ledger.waitForChange(after: head + 1)
+            say("woke \(woke)")
+        }
+        say("ready \(head)")
+        awaitFile(control + "/suspend")
+        try Ledger.suspend()
+        let started = DispatchTime.now().uptimeNanoseconds
+        var outcome = "appended"
+        do { try ledger.append(.badgeAdjusted(.delta(1))) } catch { outcome = error == .suspended ? "suspended" : "\(error)" }
+        let micros = (DispatchTime.now().uptimeNanoseconds - started) / 1000
+        var readOutcome = "read"
+        do { _ = try ledger.widgetList(limit: 5) } catch { readOutcome = error == .suspended ? "suspended" : "\(error)" }
+        say("suspended-call \(micros) \(outcome) \(readOutcome)")
+        awaitFile(control + "/resume")
+        Ledger.resume()
+        let after = try ledger.widgetList(limit: 5)
+        say("widget-same \(after == before)")
+        say("resumed \(try ledger.append(.badgeAdjusted(.delta(1))))")
+        awaitFile(control + "/exit")
+        waiter.cancel()
+    } catch {
+        die("suspend-cycle: \(error)")
+    }
+}
+
+/// Begins a write transaction on the directory, says "in-txn", stays inside it for `seconds`
+/// (the test SIGSTOPs it there), then commits and says "committed".
+func stallInWrite(dir: String, seconds: Int) {
+    do {
+        let env = try Environment.open(directory: dir, configuration: EnvironmentConfiguration())
+        try env.write { _ in
+            say("in-txn")
+            usleep(UInt32(seconds) * 1_000_000)
+        }
+        say("committed")
+    } catch {
+        die("stall-in-write: \(error)")
+    }
+}
+
 // MARK: - Compaction
 
 func compactionPolicy(tail: Int, chunk: Int) -> CompactionPolicy {
@@ -302,6 +359,10 @@ case "consume-check":  // consume-check DIR NAME EXPECTED TIMEOUT
     consumeCheck(dir: arg(2), name: arg(3), expected: UInt64(int(4)), timeout: Double(int(5)))
 case "widget-reader":  // widget-reader DIR SECONDS
     widgetReader(dir: arg(2), seconds: Double(int(3)))
+case "suspend-cycle":  // suspend-cycle DIR CONTROLDIR
+    await suspendCycle(dir: arg(2), control: arg(3))
+case "stall-in-write":  // stall-in-write DIR SECONDS
+    stallInWrite(dir: arg(2), seconds: int(3))
 case "wait-change":  // wait-change DIR AFTER
     await waitChange(dir: arg(2), after: UInt64(int(3)))
 default:

@@ -5,9 +5,10 @@ import InboxLedger
 import TestSupport
 
 /// Options every child opens the ledger with: a small initial map, so that rounds grow it.
-func openLedger(_ directory: String, role: String, durability: LedgerDurability = .durable) throws -> Ledger {
+func openLedger(_ directory: String, role: String, durability: LedgerDurability = .durable, writeTimeout: Double = 5) throws -> Ledger {
     var options = LedgerOptions(role: role)
     options.durability = durability
+    options.writeTimeout = writeTimeout
     options.initialMapSize = Torture.initialMapSize
     return try Ledger(path: directory, options: options)
 }
@@ -104,9 +105,28 @@ extension String {
 /// again when it is keyed (idempotent), and skipped otherwise.
 func runWriter(directory: String, name: String, role: String, threads: Int, seed: UInt64, generation: Int,
                durability: LedgerDurability, logDirectory: String, stopFile: String) throws {
-    let ledger = try openLedger(directory, role: role, durability: durability)
+    // Faults of this process's own: half the writers give up on a busy writer lock after 0.5 s
+    // (another process may be SIGSTOPped inside its write), half suspend and resume every few
+    // hundred milliseconds (what an app does when it goes to the background). Both make appends
+    // fail with nothing written; the batch is then sent again.
+    var faults = SeededGenerator(seed: UInt64(getpid()))
+    let ledger = try openLedger(directory, role: role, durability: durability, writeTimeout: Bool.random(using: &faults) ? 0.5 : 5)
     let failures = Failures()
     let group = DispatchGroup()
+    if Bool.random(using: &faults) {
+        let seed = faults.next()
+        group.enter()
+        Thread.detachNewThread {
+            defer { group.leave() }
+            var rng = SeededGenerator(seed: seed)
+            while !stopRequested(stopFile) {
+                usleep(UInt32.random(in: 100_000...400_000, using: &rng))
+                do { try Ledger.suspend(waitingUpTo: 6) } catch { failures.add("suspend: \(error)") }
+                usleep(UInt32.random(in: 20_000...100_000, using: &rng))
+                Ledger.resume()
+            }
+        }
+    }
     for t in 0..<threads {
         group.enter()
         Thread.detachNewThread {
@@ -137,11 +157,26 @@ func runWriter(directory: String, name: String, role: String, threads: Int, seed
                         _ = try ledger.append(contentsOf: events)  // a blind retry without keys
                     }
                 }
+                /// Sends batch `b` until it is acknowledged: a suspended process or a busy writer lock
+                /// wrote nothing, so sending it again (keyed or not) cannot duplicate it.
+                func sendUntilAcknowledged(_ b: Int) throws {
+                    while !stopRequested(stopFile) {
+                        do {
+                            try send(b)
+                            return
+                        } catch let error as LedgerError {
+                            switch error {
+                            case .suspended, .writerBusy: usleep(5_000)
+                            default: throw error
+                            }
+                        }
+                    }
+                }
                 if let b = pendingRetry, makeBatch(seed: seed, generation: generation, writer: writer, role: role, batch: b).keyed {
-                    try send(b)
+                    try sendUntilAcknowledged(b)
                 }
                 while !stopRequested(stopFile) {
-                    try send(next)
+                    try sendUntilAcknowledged(next)
                     next += 1
                 }
             } catch {

@@ -63,6 +63,8 @@ struct Summary: Codable {
     var rounds = 0
     var processesKilled = 0
     var processesRestarted = 0
+    /// Processes SIGSTOPped for a while, then continued.
+    var processesStopped = 0
     var eventsAcknowledged = 0
     var eventsAudited = 0
     var eventsLost = 0
@@ -154,6 +156,17 @@ func runTorture(_ options: Options) throws -> Summary {
             Thread.sleep(forTimeInterval: max(0, at - elapsed))
             elapsed = at
             let victim = members[Int.random(in: 0..<members.count, using: &rng)]
+            if !victim.killedByUs, Double.random(in: 0..<1, using: &rng) < 0.35 {
+                // Stopped (as iOS suspends a process), perhaps inside its write, then continued:
+                // the others must not hang on it (their writes time out and are sent again).
+                let pause = Double.random(in: 0.1...1.5, using: &rng)
+                kill(victim.process.pid, SIGSTOP)
+                Thread.sleep(forTimeInterval: pause)
+                kill(victim.process.pid, SIGCONT)
+                elapsed += pause
+                summary.processesStopped += 1
+                continue
+            }
             victim.process.kill()
             _ = try? victim.process.wait(timeout: 10)
             victim.killedByUs = true
@@ -253,7 +266,7 @@ do {
     let options = try Options(arguments)
     let summary = try runTorture(options)
     let text = """
-        \(summary.rounds) rounds in \(Int(summary.seconds)) s: \(summary.processesKilled) processes killed (\(summary.processesRestarted) restarted), \
+        \(summary.rounds) rounds in \(Int(summary.seconds)) s: \(summary.processesKilled) processes killed (\(summary.processesRestarted) restarted), \(summary.processesStopped) stopped and continued, \
         \(summary.eventsAcknowledged) events acknowledged, \(summary.eventsAudited) audited, \(summary.eventsTrimmed) trimmed by compaction
         lost \(summary.eventsLost), duplicated \(summary.eventsDuplicated), partial batches \(summary.partialBatches), \
         verify failures \(summary.verifyFailures), hangs \(summary.hangs)

@@ -66,7 +66,13 @@ struct Append: ParsableCommand {
                     throw ExitCode(ExitStatus.problems)
                 }
                 let first = pendingLines[0], last = pendingLines[pendingLines.count - 1]
-                printError((first == last ? "line \(first)" : "lines \(first)–\(last)") + ": nothing of this batch was written")
+                let lines = first == last ? "line \(first)" : "lines \(first)–\(last)"
+                if case .writerBusy = error {
+                    // One line: the error names the holder and says nothing was written.
+                    printError("\(lines): \(error.description)")
+                    throw ExitCode(ExitStatus.storage)
+                }
+                printError(lines + ": nothing of this batch was written")
                 throw fail(error)
             }
             pending.removeAll(keepingCapacity: true)

@@ -126,7 +126,8 @@ extension Ledger {
         let outcomes: [Result<AppendReceipt, LedgerError>]
         do {
             if environment.durability != durability { try environment.setDurability(durability) }
-            outcomes = try environment.write { txn in try write(batch, in: txn) }
+            // The leader's own write timeout applies to the whole group.
+            outcomes = try environment.write(timeoutMilliseconds: Ledger.milliseconds(options.writeTimeout)) { txn in try write(batch, in: txn) }
         } catch {
             outcomes = Array(repeating: .failure(writeError(error, operation: "append")), count: batch.count)
         }

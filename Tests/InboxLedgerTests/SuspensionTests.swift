@@ -1,0 +1,155 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import InboxLedger
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The POSIX locks `pid` holds, as `/proc/locks` lists them (`1: POSIX ADVISORY READ 123 00:2d:456 0 0`).
+func posixLocks(of pid: Int32) -> [String] {
+    let text = (try? String(contentsOfFile: "/proc/locks", encoding: .utf8)) ?? ""
+    return text.split(separator: "\n").map(String.init).filter { line in
+        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+        return fields.count > 4 && fields[4] == Substring(String(pid))
+    }
+}
+
+/// The POSIX locks any process holds on the file `path` (matched by inode).
+func posixLocks(onFile path: String) -> [String] {
+    var s = stat()
+    guard stat(path, &s) == 0 else { return [] }
+    let text = (try? String(contentsOfFile: "/proc/locks", encoding: .utf8)) ?? ""
+    return text.split(separator: "\n").map(String.init).filter { line in
+        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+        return fields.count > 5 && fields[5].split(separator: ":").last == Substring(String(s.st_ino))
+    }
+}
+
+/// Waits until the process's output has a line starting with `prefix`; returns that line.
+func line(_ process: RunningProcess, startingWith prefix: String, within seconds: Double = 30) -> String? {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if let found = process.stdoutSoFar.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) { return String(found) }
+        usleep(5_000)
+    }
+    return nil
+}
+
+/// iOS suspends processes and kills a suspended one that holds a file lock in a shared
+/// container (0xdead10cc); a process stopped inside its write must not stop the others.
+@Suite(.serialized) struct SuspensionTests {
+    let agent = Processes.product("LedgerTestAgent")
+    let cli = Processes.product("ledger")
+
+    @Test(.timeLimit(.minutes(2)))
+    func suspendReleasesEveryLockAndReaderSlotAndResumeReopens() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        let control = dir.child("control")
+        try FileManager.default.createDirectory(atPath: control, withIntermediateDirectories: true)
+        let app = try Processes.start(agent, ["suspend-cycle", path, control])
+        defer { app.kill(); _ = try? app.wait(timeout: 10) }
+        #expect(line(app, startingWith: "ready") != nil, "\(app.stdoutSoFar)")
+        // Open and idle: LMDB holds its locks on lock.mdb (the check below can fail).
+        #expect(!posixLocks(of: app.pid).isEmpty, "an open ledger should hold LMDB's locks")
+
+        _ = FileManager.default.createFile(atPath: control + "/suspend", contents: nil)
+        let suspended = try #require(line(app, startingWith: "suspended-call"), "\(app.stdoutSoFar)")
+        #expect(posixLocks(of: app.pid).isEmpty, "suspended but still holding: \(posixLocks(of: app.pid))")
+        let inspect = try Processes.run(cli, ["inspect", path, "--json"])
+        let object = try JSONSerialization.jsonObject(with: Data(inspect.stdout.utf8)) as? [String: Any]
+        let readers = object?["readers"] as? [[String: Any]] ?? []
+        #expect(!readers.contains { ($0["pid"] as? Int) == Int(app.pid) }, "a reader slot of the suspended process: \(readers)")
+        // A call while suspended throws at once.
+        let fields = suspended.split(separator: " ")
+        #expect(fields.count == 4 && fields[2] == "suspended" && fields[3] == "suspended", "\(suspended)")
+        #expect((Int(fields[1]) ?? .max) < 1000, "a call while suspended took \(fields[1]) µs")
+
+        _ = FileManager.default.createFile(atPath: control + "/resume", contents: nil)
+        #expect(line(app, startingWith: "widget-same") == "widget-same true", "\(app.stdoutSoFar)")
+        #expect(line(app, startingWith: "resumed") == "resumed 2", "\(app.stdoutSoFar)")
+        // The waiter parked across suspend/resume wakes for another process's later commit.
+        let other = try Processes.run(cli, ["append", path], input: Data(#"{"type":"badge.adjusted","data":{"delta":1}}"#.utf8))
+        #expect(other.status == 0, "\(other.stderr)")
+        #expect(line(app, startingWith: "woke", within: 10) == "woke 3", "\(app.stdoutSoFar)")
+        _ = FileManager.default.createFile(atPath: control + "/exit", contents: nil)
+        #expect(try app.wait(timeout: 30).status == 0)
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func aWriterStoppedInsideItsTransactionMakesOthersFailWithWriterBusyNotHang() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        _ = try Ledger(path: path).append(event())
+        let staller = try Processes.start(agent, ["stall-in-write", path, "3"])
+        defer { staller.kill(); _ = try? staller.wait(timeout: 10) }
+        #expect(line(staller, startingWith: "in-txn") != nil)
+        kill(staller.pid, SIGSTOP)
+
+        var options = LedgerOptions(role: "app")
+        options.writeTimeout = 1
+        let ledger = try Ledger(path: path, options: options)
+        let started = Date()
+        var failure: LedgerError?
+        do { try ledger.append(event()) } catch { failure = error }
+        let waited = Date().timeIntervalSince(started)
+        guard case .writerBusy(_, let holder, _)? = failure else {
+            Issue.record("expected writerBusy, got \(String(describing: failure))")
+            return
+        }
+        #expect(holder == staller.pid)
+        #expect(waited >= 1.0 && waited < 1.1, "gave up after \(waited) s")
+        #expect(failure?.description.contains("process \(staller.pid)") == true)
+
+        // The CLI: exit 4, one line naming the holder.
+        let cliOut = try Processes.run(cli, ["append", path, "--write-timeout", "0.3"], input: Data(#"{"type":"t","data":{}}"#.utf8))
+        #expect(cliOut.status == 4, "\(cliOut.stderr)")
+        #expect(cliOut.stderr.contains("writer busy") && cliOut.stderr.contains("process \(staller.pid)"), "\(cliOut.stderr)")
+        #expect(cliOut.stderr.split(separator: "\n").count == 1)
+
+        // Continued, the stopped writer commits, and the append goes through.
+        kill(staller.pid, SIGCONT)
+        var patient = LedgerOptions(role: "app")
+        patient.writeTimeout = 10
+        #expect(try Ledger(path: path, options: patient).append(event()) == 2)
+        #expect(line(staller, startingWith: "committed") != nil)
+        #expect(try ledger.count() == 2, "nothing acknowledged may be lost")
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func aStoppedWriterThatIsKilledReleasesTheLockAtOnce() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        _ = try Ledger(path: path).append(event())
+        let staller = try Processes.start(agent, ["stall-in-write", path, "60"])
+        #expect(line(staller, startingWith: "in-txn") != nil)
+        kill(staller.pid, SIGSTOP)
+        staller.kill()
+        _ = try staller.wait(timeout: 10)
+        var options = LedgerOptions(role: "app")
+        options.writeTimeout = 1
+        let started = Date()
+        #expect(try Ledger(path: path, options: options).append(event()) == 2)
+        #expect(Date().timeIntervalSince(started) < 1, "the killed holder's lock was not released at once")
+    }
+
+    @Test func anIdleLedgerClosesItsFilesAndReopensOnTheNextCall() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        var options = LedgerOptions(role: "widget")
+        options.closesWhenIdle = 0.2
+        let ledger = try Ledger(path: path, options: options)
+        try ledger.append(event())
+        let lockFile = path + "/lock.mdb"
+        #expect(!posixLocks(onFile: lockFile).isEmpty)
+        let deadline = Date().addingTimeInterval(5)
+        while !posixLocks(onFile: lockFile).isEmpty, Date() < deadline { usleep(20_000) }
+        #expect(posixLocks(onFile: lockFile).isEmpty, "still open after the idle period: \(posixLocks(onFile: lockFile))")
+        // The next calls reopen transparently.
+        #expect(try ledger.count() == 1)
+        #expect(try ledger.append(event()) == 2)
+        #expect(try ledger.verify().isHealthy)
+    }
+}
