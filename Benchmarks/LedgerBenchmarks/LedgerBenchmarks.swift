@@ -162,6 +162,18 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    // What an app pays to come back from the background: suspend (close every environment),
+    // resume, and the first widget read, which reopens the files (docs/operations.md).
+    Benchmark("suspend-resume-then-widget-read") { benchmark in
+        let f = try widgetFixture()
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            try Ledger.suspend()
+            Ledger.resume()
+            blackHole(try f.ledger.widgetList(limit: 10))
+        }
+    }
+
     // Every read decodes its rows (alternating limits never match the kept list): the cost
     // of the first read after a change. The alternation lives outside the closure, which runs
     // once per sample.

@@ -91,7 +91,9 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case LMDBError(rawValue: EIO) where (FileSystem.availableBytes(at: path) ?? .max) < 1 << 20:
             // LMDB reports a short write as EIO: on a device this full, that is the cause.
             return .storeFull(path: path, reason: "no space left on device (a write was cut short)")
-        case .permissionDenied: return .permissionDenied(path: path, reason: "\(lmdb.message) (open read-only to read it)")
+        case .permissionDenied, LMDBError(rawValue: EPERM):
+            // EPERM is what a sandbox or an unavailable data-protection class answers on Apple platforms.
+            return .permissionDenied(path: path, reason: "\(lmdb.message) (open read-only to read it)")
         case .readOnlyFileSystem: return .permissionDenied(path: path, reason: "read-only file system (open read-only to read it)")
         case .corrupted, .pageNotFound, .panic: return .corruptStore(path: path, reason: lmdb.message)
         case .invalid, .versionMismatch: return .notALedger(path: path, reason: lmdb.message)

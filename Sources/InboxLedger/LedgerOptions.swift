@@ -62,8 +62,11 @@ public struct LedgerOptions: Sendable {
     public var create: Bool = true
     /// Map size requested at open; it doubles on demand up to `maxMapSize`.
     public var initialMapSize: Int = 32 << 20
-    /// The largest the map (and so the data file) may grow.
-    public var maxMapSize: Int = 64 << 30
+    /// The largest the map (and so the data file) may grow. Every process maps the largest map
+    /// any process of the ledger has grown to (LMDB adopts it), so this must fit the smallest
+    /// address space among them — an extension's — and be the same in every process: 1 GiB by
+    /// default (docs/operations.md).
+    public var maxMapSize: Int = 1 << 30
     /// The largest encoded event accepted (envelope included). Events under the 4 KiB page
     /// size are stored most efficiently.
     public var maxEventBytes: Int = 64 << 10

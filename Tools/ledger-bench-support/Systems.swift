@@ -67,6 +67,7 @@ final class LedgerStore: Store {
     init(directory: String, durability: LedgerDurability) throws {
         var options = LedgerOptions(role: "bench")
         options.durability = durability
+        options.maxMapSize = 8 << 30  // W7 holds a million events before compaction: more than an extension's default
         ledger = try Ledger(path: directory, options: options)
     }
 
