@@ -78,6 +78,16 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether nothing was done and the same call may succeed later unchanged: the process is
+    /// suspended, or another process held the write lock too long.
+    public var isTransient: Bool {
+        switch self {
+        case .suspended, .writerBusy: true
+        case .notALedger, .newerFormat, .permissionDenied, .readOnly, .invalidEvent, .eventTooLarge, .idempotencyConflict,
+             .unknownConsumer, .consumerGap, .consumerConflict, .corruptRecord, .corruptStore, .storeFull, .storage: false
+        }
+    }
+
     /// Maps an LMDB error met during `operation` on the ledger at `path`.
     static func from(_ error: any Error, path: String, operation: String) -> LedgerError {
         if let ledgerError = error as? LedgerError { return ledgerError }

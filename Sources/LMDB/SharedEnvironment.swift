@@ -454,16 +454,14 @@ final class SharedEnvironment: @unchecked Sendable {
     }
 }
 
-/// The cross-process writer lock taken around every write transaction: an `fcntl` write lock on
-/// one byte of `lock.mdb` past every pid (docs/lmdb.md; LMDB's own writer mutex cannot time
-/// out). A process stopped inside its write transaction keeps it, so others give up after their
-/// timeout and can name it (`F_GETLK`); a killed one loses it at once (the kernel releases the
-/// locks of a dead process). `fcntl` locks belong to the process, so the threads of one process
-/// share it: the first takes it, the last releases it.
+/// The cross-process writer lock taken around every write transaction: a write lock on
+/// ``ByteLock/writer`` of `lock.mdb` (LMDB's own writer mutex cannot time out). A process stopped
+/// inside its write transaction keeps it, so others give up after their timeout and can name it;
+/// a killed one loses it at once. `fcntl` locks belong to the process, so the threads of one
+/// process share it: the first takes it, the last releases it.
 final class WriterLock: Sendable {
     /// Writers of this process inside their write (holding the lock).
     private let holders = Mutex<Int>(0)
-    static let byte = off_t(Int32.max) + 2
 
     func acquire(_ fd: Int32, timeoutMilliseconds: Int) throws(LMDBError) {
         if fd < 0 { return }  // lock.mdb not writable: no write will succeed anyway
@@ -472,8 +470,9 @@ final class WriterLock: Sendable {
         while true {
             let taken = try holders.withLock { (count: inout Int) throws(LMDBError) -> Bool in
                 if count > 0 { count += 1; return true }
-                guard Self.set(fd, type: F_WRLCK) else {
-                    guard errno == EAGAIN || errno == EACCES || errno == EINTR else { throw LMDBError(rawValue: errno) }
+                let code = ByteLock.set(fd, F_WRLCK, at: ByteLock.writer)
+                guard code == 0 else {
+                    guard code == EAGAIN || code == EACCES || code == EINTR else { throw LMDBError(rawValue: code) }
                     return false
                 }
                 count = 1
@@ -492,29 +491,14 @@ final class WriterLock: Sendable {
         if fd < 0 { return }
         holders.withLock { count in
             count -= 1
-            if count == 0 { _ = Self.set(fd, type: F_UNLCK) }
+            if count == 0 { _ = ByteLock.set(fd, F_UNLCK, at: ByteLock.writer) }
         }
     }
 
     /// The pid holding the lock in another process, if any.
     static func holder(_ fd: Int32) -> Int32? {
         guard fd >= 0 else { return nil }
-        var query = flock()
-        query.l_type = Int16(F_WRLCK)
-        query.l_whence = Int16(SEEK_SET)
-        query.l_start = byte
-        query.l_len = 1
-        guard fcntl(fd, F_GETLK, &query) == 0, query.l_type != Int16(F_UNLCK) else { return nil }
-        return query.l_pid
-    }
-
-    private static func set(_ fd: Int32, type: Int32) -> Bool {
-        var lock = flock()
-        lock.l_type = Int16(type)
-        lock.l_whence = Int16(SEEK_SET)
-        lock.l_start = byte
-        lock.l_len = 1
-        return fcntl(fd, F_SETLK, &lock) == 0
+        return (try? ByteLock.holder(fd, at: ByteLock.writer)) ?? nil  // a failed query names nobody
     }
 }
 

@@ -40,51 +40,25 @@ enum StorePreparation {
         // would make a concurrent mdb_env_open fall back to a shared, non-exclusive open of a
         // file that nobody has initialised yet.
         guard try lockPreparation(fd, timeoutMilliseconds: configuration.openRetryMilliseconds) else { return }
-        defer { _ = setLock(fd, type: F_UNLCK, start: preparationByte) }
-        guard try !isLocked(fd, start: 0) else { return }  // another process has the environment open
+        defer { _ = ByteLock.set(fd, F_UNLCK, at: ByteLock.preparation) }
+        guard try ByteLock.holder(fd, at: ByteLock.environmentInUse) == nil else { return }  // another process has the environment open
         if !configuration.readOnly { try finishInterruptedCreation(directory + "/data.mdb") }
         guard fstat(fd, &s) == 0 else { throw LMDBError(rawValue: errno) }
         let size = max(Int(s.st_size), lockFileSize(maxReaders: configuration.maxReaders))
         try allocate(fd, size: size)
     }
 
-    /// The byte of `lock.mdb` preparers lock: past any pid (LMDB locks the byte at each
-    /// reader's pid, and byte 0).
-    static let preparationByte = off_t(Int32.max) + 1
-
     /// Takes the preparation lock, retrying for up to `timeoutMilliseconds` (a stopped process
     /// could hold it); false when it could not be had, and preparation is skipped.
     private static func lockPreparation(_ fd: Int32, timeoutMilliseconds: Int) throws(LMDBError) -> Bool {
         let deadline = monotonicMilliseconds() + timeoutMilliseconds
         while true {
-            let code = setLock(fd, type: F_WRLCK, start: preparationByte)
+            let code = ByteLock.set(fd, F_WRLCK, at: ByteLock.preparation)
             if code == 0 { return true }
             guard code == EAGAIN || code == EACCES || code == EINTR else { throw LMDBError(rawValue: code) }
             if monotonicMilliseconds() >= deadline { return false }
             usleep(1000)
         }
-    }
-
-    /// `fcntl(F_SETLK)` on one byte; 0 or the errno.
-    private static func setLock(_ fd: Int32, type: Int32, start: off_t) -> Int32 {
-        var lock = flock()
-        lock.l_type = Int16(type)
-        lock.l_whence = Int16(SEEK_SET)
-        lock.l_start = start
-        lock.l_len = 1
-        return fcntl(fd, F_SETLK, &lock) == 0 ? 0 : errno
-    }
-
-    /// Whether another process holds a lock on the byte at `start` (`F_GETLK`, which needs no
-    /// write access and ignores this process's own locks).
-    private static func isLocked(_ fd: Int32, start: off_t) throws(LMDBError) -> Bool {
-        var query = flock()
-        query.l_type = Int16(F_WRLCK)
-        query.l_whence = Int16(SEEK_SET)
-        query.l_start = start
-        query.l_len = 1
-        guard fcntl(fd, F_GETLK, &query) == 0 else { throw LMDBError(rawValue: errno) }
-        return query.l_type != Int16(F_UNLCK)
     }
 
     /// Empties a `data.mdb` in which nothing was ever committed (``DataFileProbe/unfinishedCreation(fileSize:)``).
@@ -127,6 +101,6 @@ enum StorePreparation {
         let fd = open(lockPath, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return }
         defer { close(fd) }
-        if try isLocked(fd, start: 0) { throw LMDBError(rawValue: EBUSY) }
+        if try ByteLock.holder(fd, at: ByteLock.environmentInUse) != nil { throw .busy }
     }
 }

@@ -111,7 +111,7 @@ func jsonObject(_ text: String) throws -> [String: Any] {
         let out = try ledger("inspect", path, "--json")
         #expect(out.status == 0, "\(out.stderr)")
         let object = try jsonObject(out.stdout)
-        for field in ["formatVersion", "ledgerID", "headSequence", "firstSequence", "eventCount", "countsByType",
+        for field in ["formatVersion", "ledgerID", "durabilityFloor", "headSequence", "firstSequence", "eventCount", "countsByType",
                       "countsByOrigin", "fileBytes", "mapBytes", "readers"] {
             #expect(object[field] != nil, "missing \(field)")
         }

@@ -41,6 +41,9 @@ struct Scenario {
     var initialMap: Int? = nil
     /// Run a compaction (tail 10, chunks of 20) while the writers write.
     var compacts = false
+    /// What `data.mdb` holds before the scenario starts (nil: no file): a creation a power cut
+    /// interrupted earlier, which the first writer finishes (empties, then creates).
+    var initialData: [UInt8]? = nil
     /// The durability floor the ledger is created with (nil: the default, `singleSync`).
     var floor: LedgerDurability? = nil
     /// Not part of the promise (run only when named): a ledger created with floor `none`,
@@ -51,6 +54,9 @@ struct Scenario {
 
 let scenarios: [Scenario] = [
     Scenario(name: "creation", writers: [Writer(role: "app", mode: .durable, batches: 2)]),
+    Scenario(name: "interrupted-creation", writers: [
+        Writer(role: "app", mode: .durable, batches: 3), Writer(role: "widget", mode: .durable, batches: 3),
+    ], initialData: [UInt8](repeating: 0, count: 8192)),
     Scenario(name: "durable", writers: [Writer(role: "app", mode: .durable, batches: 24)]),
     Scenario(name: "single-sync", writers: [Writer(role: "app", mode: .singleSync, batches: 24)]),
     Scenario(name: "mixed", writers: [
@@ -109,9 +115,9 @@ func readLog(_ path: String) throws -> [Op] {
 
 /// The file a power cut at `cut` leaves when `kept(i)` says which of the unsynced writes
 /// (by op index) reached the disk, page by page (`keptPage`).
-func materialise(_ ops: [Op], cut: Int, keep: (Int, Int) -> Bool) -> [UInt8] {
+func materialise(_ ops: [Op], cut: Int, initial: [UInt8], keep: (Int, Int) -> Bool) -> [UInt8] {
     let lastSync = ops[..<cut].lastIndex { if case .sync = $0 { true } else { false } } ?? -1
-    var file: [UInt8] = []
+    var file = initial
     for (i, op) in ops[..<cut].enumerated() {
         let pending = i > lastSync && op.isPendingWrite
         switch op {
@@ -264,6 +270,9 @@ func explore(_ scenario: Scenario, root: String, cuts: Int, subsets: Int, rng: i
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
     let ledgerPath = dir + "/ledger"
     try FileManager.default.createDirectory(atPath: ledgerPath, withIntermediateDirectories: true)
+    if let initial = scenario.initialData {
+        _ = FileManager.default.createFile(atPath: ledgerPath + "/data.mdb", contents: Data(initial))
+    }
     let recorder = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("libLedgerIORecorder.so").path
     guard FileManager.default.fileExists(atPath: recorder) else { throw Failure("no recorder at \(recorder): build with `swift build`") }
     let logPath = dir + "/io.log"
@@ -317,7 +326,7 @@ func explore(_ scenario: Scenario, root: String, cuts: Int, subsets: Int, rng: i
             }
         }
         for keep in keeps {
-            let file = materialise(ops, cut: cut, keep: keep)
+            let file = materialise(ops, cut: cut, initial: scenario.initialData ?? [], keep: keep)
             var hasher = Hasher()
             hasher.combine(file)
             hasher.combine(acks)
@@ -374,7 +383,7 @@ func mainExplore(_ arguments: ArraySlice<String>) throws -> Int32 {
     let started = Date()
     for scenario in scenarios where only?.contains(scenario.name) ?? !scenario.unsafe {
         let t = try explore(scenario, root: root, cuts: cuts, subsets: subsets, rng: &rng)
-        print("\(scenario.name.padding(toLength: 13, withPad: " ", startingAt: 0)) \(t.states) states: \(t.ok) ok, \(t.typed) typed errors, \(t.failures.count) failed")
+        print("\(scenario.name.padding(toLength: 21, withPad: " ", startingAt: 0)) \(t.states) states: \(t.ok) ok, \(t.typed) typed errors, \(t.failures.count) failed")
         fflush(nil)
         total.states += t.states
         total.ok += t.ok

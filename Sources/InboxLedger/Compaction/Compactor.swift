@@ -157,12 +157,27 @@ public final class Compactor: Sendable {
         return report
     }
 
-    /// Runs until the task is cancelled: compacts whenever a trigger fires, checking after
-    /// appends (change notification) and at least every `checkEvery`.
-    public func run(checkEvery: Duration = .seconds(30)) async throws {
-        var seen = try ledger.headSequence()
-        while !Task.isCancelled {
+    /// One check of ``run(checkEvery:)``: reads the head and compacts when due. A suspended
+    /// process, or another process stopped inside its write, only postpones the run to the next
+    /// check (nil): the compactor outlives suspensions.
+    private func check() throws(LedgerError) -> UInt64? {
+        do {
+            let head = try ledger.headSequence()
             if try isDue() { _ = try runOnce() }
+            return head
+        } catch {
+            if error.isTransient { return nil }
+            throw error
+        }
+    }
+
+    /// Runs until the task is cancelled: compacts whenever a trigger fires, checking after
+    /// appends (change notification) and at least every `checkEvery`. Suspension
+    /// (``Ledger/suspend(waitingUpTo:)``) pauses it; it goes on after ``Ledger/resume()``.
+    public func run(checkEvery: Duration = .seconds(30)) async throws {
+        var seen: UInt64 = 0  // the first check below runs at once anyway
+        while !Task.isCancelled {
+            if let head = try check() { seen = head }
             let ledger = ledger
             let after = seen
             seen = try await withThrowingTaskGroup(of: UInt64?.self) { group in
