@@ -11,7 +11,8 @@ import Darwin
 public struct EnvironmentConfiguration: Sendable {
     /// Open without write access. Writes throw ``LMDBError/permissionDenied``.
     public var readOnly: Bool = false
-    /// Extra flags; ``EnvironmentFlags/noThreadLocalStorage`` is always added.
+    /// Extra flags: only ``EnvironmentFlags/noReadAhead`` and ``EnvironmentFlags/noMemoryInitialization``
+    /// are honoured; every other flag has its own source of truth (``readOnly``, ``durability``).
     public var flags: EnvironmentFlags = []
     /// What a commit costs and survives.
     public var durability: Durability = .durable

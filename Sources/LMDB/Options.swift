@@ -2,30 +2,34 @@ import CLMDB
 
 /// Flags for opening an environment (`mdb_env_open`).
 ///
-/// The environment layer always adds ``noThreadLocalStorage`` (docs/lmdb.md rule 2) and
-/// never uses ``noLock`` or ``writeMap``; they are listed so that every C constant has a name.
+/// Only the flags that are safe and meaningful for a caller to choose are public
+/// (``noReadAhead``, ``noMemoryInitialization``); ``EnvironmentConfiguration/flags`` honours
+/// those alone. The others are set by the layer from a single source of truth each: read-only
+/// from ``EnvironmentConfiguration/readOnly``, the sync flags from ``Durability``,
+/// `MDB_NOTLS` always (docs/lmdb.md rule 2); `MDB_NOLOCK`, `MDB_WRITEMAP` and `MDB_MAPASYNC`
+/// never. They are named (internally) so that every C constant is checked by a test.
 public struct EnvironmentFlags: OptionSet, Sendable, Hashable {
     public let rawValue: UInt32
     public init(rawValue: UInt32) { self.rawValue = rawValue }
 
     /// `MDB_FIXEDMAP`: map at a fixed address (experimental).
-    public static let fixedMap = EnvironmentFlags(rawValue: UInt32(MDB_FIXEDMAP))
+    static let fixedMap = EnvironmentFlags(rawValue: UInt32(MDB_FIXEDMAP))
     /// `MDB_NOSUBDIR`: the path is the data file itself, not a directory.
-    public static let noSubdirectory = EnvironmentFlags(rawValue: UInt32(MDB_NOSUBDIR))
+    static let noSubdirectory = EnvironmentFlags(rawValue: UInt32(MDB_NOSUBDIR))
     /// `MDB_NOSYNC`: do not sync on commit. Survives a process crash, not an OS crash.
-    public static let noSync = EnvironmentFlags(rawValue: UInt32(MDB_NOSYNC))
+    static let noSync = EnvironmentFlags(rawValue: UInt32(MDB_NOSYNC))
     /// `MDB_RDONLY`: open read-only.
-    public static let readOnly = EnvironmentFlags(rawValue: UInt32(MDB_RDONLY))
+    static let readOnly = EnvironmentFlags(rawValue: UInt32(MDB_RDONLY))
     /// `MDB_NOMETASYNC`: sync the data but not the meta page on commit (one sync per commit).
-    public static let noMetaSync = EnvironmentFlags(rawValue: UInt32(MDB_NOMETASYNC))
+    static let noMetaSync = EnvironmentFlags(rawValue: UInt32(MDB_NOMETASYNC))
     /// `MDB_WRITEMAP`: write through a writable map. Never used here: a full disk becomes SIGBUS.
-    public static let writeMap = EnvironmentFlags(rawValue: UInt32(MDB_WRITEMAP))
+    static let writeMap = EnvironmentFlags(rawValue: UInt32(MDB_WRITEMAP))
     /// `MDB_MAPASYNC`: with `writeMap`, flush asynchronously.
-    public static let mapAsync = EnvironmentFlags(rawValue: UInt32(MDB_MAPASYNC))
+    static let mapAsync = EnvironmentFlags(rawValue: UInt32(MDB_MAPASYNC))
     /// `MDB_NOTLS`: reader slots belong to transactions, not threads. Always set here.
-    public static let noThreadLocalStorage = EnvironmentFlags(rawValue: UInt32(MDB_NOTLS))
+    static let noThreadLocalStorage = EnvironmentFlags(rawValue: UInt32(MDB_NOTLS))
     /// `MDB_NOLOCK`: no locking at all. Never used here.
-    public static let noLock = EnvironmentFlags(rawValue: UInt32(MDB_NOLOCK))
+    static let noLock = EnvironmentFlags(rawValue: UInt32(MDB_NOLOCK))
     /// `MDB_NORDAHEAD`: turn off OS read-ahead.
     public static let noReadAhead = EnvironmentFlags(rawValue: UInt32(MDB_NORDAHEAD))
     /// `MDB_NOMEMINIT`: do not zero malloc'd pages before writing them.
@@ -62,17 +66,18 @@ public struct WriteFlags: OptionSet, Sendable, Hashable {
     public static let noOverwrite = WriteFlags(rawValue: UInt32(MDB_NOOVERWRITE))
     /// `MDB_NODUPDATA`: with `duplicateSort`, fail if the pair exists.
     public static let noDuplicateData = WriteFlags(rawValue: UInt32(MDB_NODUPDATA))
-    /// `MDB_CURRENT`: replace the item at the cursor's position.
-    public static let current = WriteFlags(rawValue: UInt32(MDB_CURRENT))
-    /// `MDB_RESERVE`: reserve space and return it (not exposed: pointers stay in this layer).
-    public static let reserve = WriteFlags(rawValue: UInt32(MDB_RESERVE))
+    /// `MDB_CURRENT` (internal: `mdb_put` rejects it; it belongs to cursor puts).
+    static let current = WriteFlags(rawValue: UInt32(MDB_CURRENT))
+    /// `MDB_RESERVE` (internal: `put` would store reserved bytes instead of the value passed,
+    /// and the pointer to them must not leave this layer).
+    static let reserve = WriteFlags(rawValue: UInt32(MDB_RESERVE))
     /// `MDB_APPEND`: the key is greater than every existing key (fast path);
     /// ``LMDBError/keyExists`` otherwise.
     public static let append = WriteFlags(rawValue: UInt32(MDB_APPEND))
     /// `MDB_APPENDDUP`: as `append`, for sorted duplicates.
     public static let appendDuplicate = WriteFlags(rawValue: UInt32(MDB_APPENDDUP))
-    /// `MDB_MULTIPLE`: store several fixed-size values at once.
-    public static let multiple = WriteFlags(rawValue: UInt32(MDB_MULTIPLE))
+    /// `MDB_MULTIPLE` (internal: `mdb_put` rejects it; it belongs to cursor puts).
+    static let multiple = WriteFlags(rawValue: UInt32(MDB_MULTIPLE))
 }
 
 /// Flags for ``Environment/copy(to:flags:)`` (`mdb_env_copy2`).

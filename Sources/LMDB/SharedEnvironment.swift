@@ -51,6 +51,9 @@ final class SharedEnvironment: @unchecked Sendable {
     /// When a call last used the environment (monotonic ms), for the idle close.
     private let lastUse = Atomic<Int>(0)
     private let writerLock = WriterLock()
+    /// The thread inside a write transaction of this environment: a write begun inside another
+    /// on the same thread would wait forever for LMDB's writer mutex, which that thread holds.
+    private let writingThread = Mutex<pthread_t?>(nil)
     /// Reset read transactions kept for reuse (`mdb_txn_renew` instead of `mdb_txn_begin`): a
     /// reset transaction keeps its reader slot but pins no snapshot.
     private let idleReaders = Mutex<[IdleReader]>([])
@@ -99,8 +102,8 @@ final class SharedEnvironment: @unchecked Sendable {
     /// retrying briefly when the open races another process's open or close (rule 6). The C
     /// handle is freed on every failure path.
     private func openHandle() throws(LMDBError) -> OpenHandle {
-        var flags = configuration.flags.union(.noThreadLocalStorage).union(currentDurability.withLock { $0 }.flags)
-        flags.subtract([.noLock, .writeMap, .mapAsync])
+        var flags = configuration.flags.intersection([.noReadAhead, .noMemoryInitialization])
+        flags.formUnion(EnvironmentFlags.noThreadLocalStorage.union(currentDurability.withLock { $0 }.flags))
         if configuration.readOnly { flags.insert(.readOnly) }
         try StorePreparation.prepare(directory: directory, configuration: configuration)
         let deadline = monotonicMilliseconds() + configuration.openRetryMilliseconds
@@ -406,6 +409,11 @@ final class SharedEnvironment: @unchecked Sendable {
     }
 
     func write<T>(timeoutMilliseconds: Int, _ body: (Transaction) throws -> T) throws -> T {
+        let me = pthread_self()
+        if let writer = writingThread.withLock({ $0 }), pthread_equal(writer, me) != 0 {
+            // A programming error, like GRDB's re-entrant write: fail loudly instead of hanging.
+            preconditionFailure("a write transaction was begun inside another one on the same thread: it would wait forever for LMDB's writer lock, which this thread holds")
+        }
         var attempts = 0
         while true {
             attempts += 1
@@ -431,6 +439,8 @@ final class SharedEnvironment: @unchecked Sendable {
         if code == MDB_MAP_RESIZED, retrying { return .adoptMap }
         try check(code)
         guard let txnPointer else { throw LMDBError.badTransaction }
+        writingThread.withLock { $0 = pthread_self() }
+        defer { writingThread.withLock { $0 = nil } }
         let txn = Transaction(pointer: txnPointer, isReadOnly: false)
         let value: T
         do {

@@ -252,3 +252,25 @@ func be(_ i: Int) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: UInt64(i)
         #expect(try env.readers().contains { $0.pid == holder.pid } == false)
     }
 }
+
+/// A write begun inside another on the same thread would wait forever for LMDB's writer mutex
+/// (which that thread holds): the layer traps instead, loudly.
+@Suite struct NestedWriteTests {
+    @Test func aNestedWriteOnTheSameThreadTrapsInsteadOfHanging() async {
+        await #expect(processExitsWith: .failure) {
+            nestedWrite()
+        }
+    }
+}
+
+/// Opens an environment and nests two writes; exits 0 if that neither trapped nor hung.
+func nestedWrite() {
+    let dir = TemporaryDirectory()
+    var config = EnvironmentConfiguration()
+    config.databases = ["d": []]
+    do {
+        let env = try Environment.open(directory: dir.path, configuration: config)
+        try env.write { _ in try env.write { _ in } }
+    } catch {}
+    exit(0)
+}

@@ -7,18 +7,15 @@ import Glibc
 import Darwin
 #endif
 
-/// One caller's batch waiting for a commit.
-final class CommitRequest: @unchecked Sendable {
-    // @unchecked: `result` is only read and written under the commit queue's lock (the
-    // leader publishes every result of its batch in the same critical section that ends its
-    // leadership). It was once written outside the lock while its owner read it inside: a torn
-    // read of the enum, found by ledger-torture as a SIGSEGV once in ~10 million appends.
+/// One caller's batch waiting for a commit. Immutable: its outcome lives in the commit
+/// queue's locked state, never in the request (a result once written outside the lock while
+/// its owner read it inside was a torn read of the enum: a SIGSEGV in ledger-torture).
+struct CommitRequest: Sendable {
     let events: [PreparedEvent]
     let origin: Origin
     let durability: LedgerDurability
     /// A consumer cursor to move in the same transaction (``Consumer/commit(_:appending:)``).
     let cursor: CursorCommit?
-    var result: Result<AppendReceipt, LedgerError>?
 
     init(events: [PreparedEvent], origin: Origin, durability: LedgerDurability, cursor: CursorCommit? = nil) {
         self.events = events
@@ -34,7 +31,11 @@ final class CommitRequest: @unchecked Sendable {
 /// thread, start to end, so the writer lock is always released by the thread that took it.
 final class CommitQueue: Sendable {
     private struct State {
-        var pending: [CommitRequest] = []
+        /// Requests not yet taken by a leader, by ticket.
+        var pending: [(ticket: UInt64, request: CommitRequest)] = []
+        /// Outcomes published by leaders, until each caller takes its own.
+        var outcomes: [UInt64: Result<AppendReceipt, LedgerError>] = [:]
+        var nextTicket: UInt64 = 0
         var leaderActive = false
         var lastReaderCheck = monotonicSeconds()
     }
@@ -61,14 +62,18 @@ final class CommitQueue: Sendable {
     func submit(
         _ request: CommitRequest, maxEvents: Int, commit: ([CommitRequest]) -> [Result<AppendReceipt, LedgerError>]
     ) -> Result<AppendReceipt, LedgerError> {
-        state.withLock { $0.pending.append(request) }
+        let ticket = state.withLock { s in
+            s.nextTicket += 1
+            s.pending.append((s.nextTicket, request))
+            return s.nextTicket
+        }
         while true {
-            let batch: [CommitRequest]? = state.withLock { s in
-                if request.result != nil || s.leaderActive { return nil }
+            let batch: [(ticket: UInt64, request: CommitRequest)]? = state.withLock { s in
+                if s.outcomes[ticket] != nil || s.leaderActive { return nil }
                 s.leaderActive = true
                 var taken = 0
                 var count = 0
-                for r in s.pending {
+                for (_, r) in s.pending {
                     if count > 0 && count + r.events.count > maxEvents { break }
                     count += r.events.count
                     taken += 1
@@ -78,16 +83,15 @@ final class CommitQueue: Sendable {
                 return batch
             }
             if let batch {
-                let outcomes = commit(batch)
+                let outcomes = commit(batch.map(\.request))
                 state.withLock { s in
-                    for (r, outcome) in zip(batch, outcomes) { r.result = outcome }
+                    for (entry, outcome) in zip(batch, outcomes) { s.outcomes[entry.ticket] = outcome }
                     s.leaderActive = false
                 }
                 wakeup.broadcast()
             } else {
-                let done: Result<AppendReceipt, LedgerError>? = state.withLock { _ in request.result }
-                if let done { return done }
-                wakeup.wait { self.state.withLock { s in request.result != nil || !s.leaderActive } }
+                if let done = state.withLock({ $0.outcomes.removeValue(forKey: ticket) }) { return done }
+                wakeup.wait { self.state.withLock { s in s.outcomes[ticket] != nil || !s.leaderActive } }
             }
         }
     }
@@ -105,8 +109,8 @@ final class Condition: @unchecked Sendable {
     init() {
         mutex.initialize(to: pthread_mutex_t())
         cond.initialize(to: pthread_cond_t())
-        pthread_mutex_init(mutex, nil)
-        pthread_cond_init(cond, nil)
+        Condition.check(pthread_mutex_init(mutex, nil), "pthread_mutex_init")
+        Condition.check(pthread_cond_init(cond, nil), "pthread_cond_init")
     }
 
     deinit {
@@ -116,22 +120,27 @@ final class Condition: @unchecked Sendable {
         cond.deallocate()
     }
 
+    /// A pthread call's result, which can only be an error through a bug (swift-nio's rule).
+    private static func check(_ code: Int32, _ call: StaticString) {
+        precondition(code == 0, "\(call) failed: \(code)")
+    }
+
     func broadcast() {
-        pthread_mutex_lock(mutex)
+        Condition.check(pthread_mutex_lock(mutex), "pthread_mutex_lock")
         generation &+= 1
-        pthread_cond_broadcast(cond)
-        pthread_mutex_unlock(mutex)
+        Condition.check(pthread_cond_broadcast(cond), "pthread_cond_broadcast")
+        Condition.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock")
     }
 
     /// Blocks until `predicate()` is true. The predicate is re-checked after every broadcast;
     /// a broadcast between the check and the wait is not lost (generation counter).
     func wait(until predicate: () -> Bool) {
-        pthread_mutex_lock(mutex)
+        Condition.check(pthread_mutex_lock(mutex), "pthread_mutex_lock")
         while !predicate() {
             let seen = generation
-            while generation == seen { pthread_cond_wait(cond, mutex) }
+            while generation == seen { Condition.check(pthread_cond_wait(cond, mutex), "pthread_cond_wait") }
         }
-        pthread_mutex_unlock(mutex)
+        Condition.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock")
     }
 }
 
