@@ -83,6 +83,7 @@ public final class Ledger: Sendable {
         if !environment.hasDatabase(Schema.metaName) {
             // An LMDB file without our metadata table: either a ledger another process is
             // creating right now (no tables, or only ours) or someone else's file, never touched.
+            // Unreadable names count as foreign ("?"): the file is then refused, never touched.
             let names = (try? environment.namedDatabases()) ?? ["?"]
             guard writable, Set(names).isSubset(of: Schema.allNames) else {
                 throw .notALedger(path: path, reason: "data.mdb holds no ledger metadata")
@@ -246,7 +247,7 @@ public final class Ledger: Sendable {
     static func validateRole(_ role: String) throws(LedgerError) {
         let count = role.utf8.count
         guard (1...64).contains(count) else {
-            throw .invalidEvent(index: 0, field: "origin role", reason: "must be 1–64 bytes, got \(count)")
+            throw .invalidArgument(name: "origin role", reason: "must be 1–64 bytes, got \(count)")
         }
     }
 

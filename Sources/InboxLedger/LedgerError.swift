@@ -26,6 +26,9 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
     case readOnly(path: String)
     /// An event of a batch failed validation; `index` is its position in the batch.
     case invalidEvent(index: Int, field: String, reason: String)
+    /// An argument that is not an event is invalid (an origin role, a consumer name, a cursor
+    /// move); `name` says which.
+    case invalidArgument(name: String, reason: String)
     /// An event is larger than the configured maximum.
     case eventTooLarge(index: Int, size: Int, limit: Int)
     /// The idempotency key was already used for an event with different content.
@@ -51,6 +54,9 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
     case writerBusy(path: String, holder: Int32?, waitedSeconds: Double)
     /// Any other storage failure, with LMDB's or the system's message.
     case storage(path: String, operation: String, code: Int32, message: String)
+    /// A failure that is neither LMDB's nor the system's: a broken invariant of this library
+    /// (please report it) or an error of a type it does not know.
+    case unexpected(path: String, operation: String, reason: String)
 
     public var description: String {
         switch self {
@@ -60,6 +66,7 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case .permissionDenied(let path, let reason): "\(path): permission denied: \(reason)"
         case .readOnly(let path): "\(path): the ledger is open read-only"
         case .invalidEvent(let index, let field, let reason): "invalid event #\(index): \(field): \(reason)"
+        case .invalidArgument(let name, let reason): "invalid \(name): \(reason)"
         case .eventTooLarge(let index, let size, let limit): "invalid event #\(index): \(size) bytes exceeds the \(limit)-byte limit"
         case .idempotencyConflict(let key, let seq):
             "idempotency key '\(key)' was already used by event \(seq) with different content"
@@ -75,6 +82,7 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case .writerBusy(let path, let holder, let waited):
             "\(path): writer busy: \(holder.map { "process \($0)" } ?? "another process") held the write lock for more than \(waited) s (stopped or suspended inside its write?); nothing was written"
         case .storage(let path, let operation, let code, let message): "\(path): \(operation) failed: \(message) (code \(code))"
+        case .unexpected(let path, let operation, let reason): "\(path): \(operation) failed unexpectedly: \(reason)"
         }
     }
 
@@ -84,7 +92,8 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .suspended, .writerBusy: true
         case .notALedger, .newerFormat, .permissionDenied, .readOnly, .invalidEvent, .eventTooLarge, .idempotencyConflict,
-             .unknownConsumer, .consumerGap, .consumerConflict, .corruptRecord, .corruptStore, .storeFull, .storage: false
+             .unknownConsumer, .consumerGap, .consumerConflict, .corruptRecord, .corruptStore, .storeFull, .storage,
+             .invalidArgument, .unexpected: false
         }
     }
 
@@ -92,7 +101,7 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
     static func from(_ error: any Error, path: String, operation: String) -> LedgerError {
         if let ledgerError = error as? LedgerError { return ledgerError }
         guard let lmdb = error as? LMDBError else {
-            return .storage(path: path, operation: operation, code: -1, message: String(describing: error))
+            return .unexpected(path: path, operation: operation, reason: String(describing: error))
         }
         switch lmdb {
         case .mapFull: return .storeFull(path: path, reason: "the map reached its maximum size (raise maxMapSize)")

@@ -52,8 +52,8 @@ func fail(_ error: LedgerError) -> ExitCode {
     printError(error.description)
     switch error {
     case .notALedger, .newerFormat, .permissionDenied, .corruptStore: return ExitCode(ExitStatus.cannotOpen)
-    case .invalidEvent, .eventTooLarge, .idempotencyConflict, .corruptRecord, .unknownConsumer, .consumerGap,
+    case .invalidEvent, .invalidArgument, .eventTooLarge, .idempotencyConflict, .corruptRecord, .unknownConsumer, .consumerGap,
          .consumerConflict: return ExitCode(ExitStatus.problems)
-    case .readOnly, .storeFull, .storage, .writerBusy, .suspended: return ExitCode(ExitStatus.storage)
+    case .readOnly, .storeFull, .storage, .writerBusy, .suspended, .unexpected: return ExitCode(ExitStatus.storage)
     }
 }

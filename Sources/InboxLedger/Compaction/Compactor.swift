@@ -89,6 +89,7 @@ public final class Compactor: Sendable {
     public func runOnce(dryRun: Bool = false) throws(LedgerError) -> CompactionReport {
         let started = monotonicSeconds()
         // A slot left by a killed reader pins the pages this run frees: clear such slots first.
+        // Best effort: a failure here only means dead readers may pin pages until the next run.
         if !dryRun { _ = try? ledger.clearStaleReaders() }
         let now = currentMicros()
         let plan = try plan(now: now)
@@ -151,6 +152,7 @@ public final class Compactor: Sendable {
             }
             faultHook?(.finished)
         } catch {
+            // The run's own error is what the caller needs; an unreleased lease expires by itself.
             _ = try? ledger.write("release lease") { txn in try releaseLease(in: txn) }
             throw error
         }

@@ -26,7 +26,7 @@ final class ChangeMonitor: Sendable {
         var watcherRunning = false
         /// How to read the head, held only while someone waits: the monitor is attached to
         /// the environment, and keeping a ledger handle for good would keep the environment open.
-        var readHead: (@Sendable () -> UInt64?)?
+        var readHead: (@Sendable () -> Result<UInt64, LedgerError>)?
     }
 
     private let state = Mutex(State())
@@ -37,8 +37,14 @@ final class ChangeMonitor: Sendable {
     }
 
     /// Returns the head as soon as it is greater than `sequence`.
-    func wait(after sequence: UInt64, readHead: @escaping @Sendable () -> UInt64?) async throws -> UInt64 {
-        if let head = readHead(), head > sequence { return head }
+    /// A transient failure to read the head (a suspended process, a busy writer) keeps waiting;
+    /// any other fails every waiter with it instead of leaving them asleep for ever.
+    func wait(after sequence: UInt64, readHead: @escaping @Sendable () -> Result<UInt64, LedgerError>) async throws -> UInt64 {
+        switch readHead() {
+        case .success(let head) where head > sequence: return head
+        case .failure(let error) where !error.isTransient: throw error
+        case .success, .failure: break
+        }
         let id = state.withLock { s -> Int in
             s.nextID += 1
             return s.nextID
@@ -74,9 +80,22 @@ final class ChangeMonitor: Sendable {
         check()
     }
 
-    /// Resumes every waiter the current head satisfies.
+    /// Resumes every waiter the current head satisfies, or fails every waiter with a read error
+    /// that is not transient.
     private func check() {
-        guard let readHead = state.withLock({ $0.readHead }), let head = readHead() else { return }
+        guard let readHead = state.withLock({ $0.readHead }) else { return }
+        let head: UInt64
+        switch readHead() {
+        case .success(let value): head = value
+        case .failure(let error):
+            guard !error.isTransient else { return }
+            let failed = state.withLock { s -> [CheckedContinuation<UInt64, any Error>] in
+                defer { s.waiters = [:]; s.readHead = nil }
+                return s.waiters.values.map(\.continuation)
+            }
+            for continuation in failed { continuation.resume(throwing: error) }
+            return
+        }
         let ready = state.withLock { s -> [CheckedContinuation<UInt64, any Error>] in
             let ids = s.waiters.filter { $0.value.after < head }.map(\.key)
             let ready = ids.compactMap { s.waiters.removeValue(forKey: $0)?.continuation }
@@ -154,7 +173,7 @@ extension Ledger {
     /// }
     /// ```
     public func waitForChange(after sequence: UInt64) async throws -> UInt64 {
-        try await changeMonitor.wait(after: sequence) { [self] in try? headSequence() }
+        try await changeMonitor.wait(after: sequence) { [self] in Result { () throws(LedgerError) in try headSequence() } }
     }
 
     /// The heads the ledger moves to after `sequence`, as they happen (changes that come in

@@ -123,7 +123,7 @@ extension Ledger {
     /// The consumer `name`, registered (durably, with a lease) if it does not exist yet.
     public func consumer(named name: String, startingAt start: ConsumerStart = .beginning) throws(LedgerError) -> Consumer {
         guard (1...128).contains(name.utf8.count) else {
-            throw .invalidEvent(index: 0, field: "consumer name", reason: "must be 1–128 bytes, got \(name.utf8.count)")
+            throw .invalidArgument(name: "consumer name", reason: "must be 1–128 bytes, got \(name.utf8.count)")
         }
         let exists = try read("read consumer") { txn in try consumerRecord(name, in: txn) != nil }
         if !exists {
@@ -190,7 +190,7 @@ extension Ledger {
             return .consumerConflict(name: commit.name, expected: commit.expected, actual: record.cursor)
         }
         if commit.through < commit.expected || commit.through > head {
-            return .invalidEvent(index: 0, field: "cursor", reason: "cannot move from \(commit.expected) to \(commit.through) (head \(head))")
+            return .invalidArgument(name: "cursor move", reason: "cannot move from \(commit.expected) to \(commit.through) (head \(head))")
         }
         return nil
     }

@@ -10,6 +10,7 @@ public enum JSONValue: Hashable, Sendable, Codable {
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.singleValueContainer()
+        // Each `try?` probes one JSON type; the last line's error is the one reported.
         if c.decodeNil() { self = .null }
         else if let b = try? c.decode(Bool.self) { self = .bool(b) }
         else if let i = try? c.decode(Int64.self) { self = .integer(i) }

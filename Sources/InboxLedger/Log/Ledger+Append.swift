@@ -47,7 +47,7 @@ extension Ledger {
     public func append(_ event: NewEvent) throws(LedgerError) -> UInt64 {
         let receipt = try appendWithReceipt(contentsOf: [event])
         guard let first = receipt.sequences.first else {
-            throw .storage(path: path, operation: "append", code: -1, message: "no sequence assigned")
+            throw .unexpected(path: path, operation: "append", reason: "the commit assigned no sequence")
         }
         return first
     }
@@ -133,6 +133,7 @@ extension Ledger {
         }
         changeMonitor.poke()
         // Slots left by killed readers would pin pages and fill the table: clear them now and then.
+        // Best effort: the commit is done; a failed check is retried at the next interval.
         if commitQueue.readerCheckDue() { _ = try? environment.clearStaleReaders() }
         return outcomes
     }

@@ -50,7 +50,12 @@ extension Ledger {
                         throw LedgerError.corruptStore(path: path, reason: "malformed event key")
                     }
                     let event = try decode(e.value, sequence: seq)
-                    let domain = (try? DomainEvent.decode(type: event.type, payload: event.payload)) ?? .custom(type: event.type, payload: event.payload)
+                    let domain: DomainEvent
+                    do { domain = try DomainEvent.decode(type: event.type, payload: event.payload) } catch {
+                        // A stored built-in event was validated when appended: one that no longer
+                        // validates is damage (or a rule changed), and the rebuild would be wrong.
+                        throw LedgerError.corruptRecord(sequence: seq, reason: "stored \(event.type) event no longer validates: \(error)")
+                    }
                     _ = try projector.apply(event, domain)
                     entry = try cursor.next()
                 }
