@@ -71,6 +71,9 @@ public final class Ledger: Sendable {
             if error == .incompatible {
                 throw .permissionDenied(path: path, reason: "already open read-only in this process")
             }
+            if error == .busy, !options.readOnly {
+                throw .storage(path: path, operation: "open", code: EBUSY, message: "another process has held lock.mdb's initialisation lock for more than \(Double(config.openRetryMilliseconds) / 1000) s (stopped or suspended while opening the ledger?)")
+            }
             if error == .busy, options.readOnly {
                 throw .permissionDenied(path: path, reason: "lock.mdb cannot be written here (read-only mount?) while other processes have the ledger open: a reader that cannot register its snapshot could read pages being reused under it; open it through a writable path, or when no other process uses it")
             }

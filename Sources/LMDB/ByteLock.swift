@@ -26,11 +26,12 @@ enum ByteLock {
         return fcntl(fd, F_SETLK, &lock) == 0 ? 0 : errno
     }
 
-    /// The pid of another process holding a lock on `byte` (`F_GETLK`, which needs no write
-    /// access and does not see this process's own locks), or nil.
-    static func holder(_ fd: Int32, at byte: off_t) throws(LMDBError) -> Int32? {
+    /// The pid of another process holding a lock on `byte` that conflicts with one of `type`
+    /// (`F_GETLK`, which needs no write access and does not see this process's own locks): with
+    /// `F_WRLCK`, any lock; with `F_RDLCK`, an exclusive one. Nil when there is none.
+    static func holder(_ fd: Int32, at byte: off_t, conflictingWith type: Int32 = F_WRLCK) throws(LMDBError) -> Int32? {
         var query = flock()
-        query.l_type = Int16(F_WRLCK)
+        query.l_type = Int16(type)
         query.l_whence = Int16(SEEK_SET)
         query.l_start = byte
         query.l_len = 1

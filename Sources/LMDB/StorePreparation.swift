@@ -35,6 +35,7 @@ enum StorePreparation {
         var s = stat_t()
         guard fstat(fd, &s) == 0 else { throw LMDBError(rawValue: errno) }
         guard (s.st_mode & S_IFMT) == S_IFREG else { throw LMDBError(rawValue: EINVAL) }
+        try waitForInitialiser(fd, timeoutMilliseconds: configuration.openRetryMilliseconds)
         // Preparers exclude one another with a lock of their own (a byte past every pid, so
         // never one LMDB locks); byte 0 — LMDB's — is only queried, never taken: holding it
         // would make a concurrent mdb_env_open fall back to a shared, non-exclusive open of a
@@ -46,6 +47,19 @@ enum StorePreparation {
         guard fstat(fd, &s) == 0 else { throw LMDBError(rawValue: errno) }
         let size = max(Int(s.st_size), lockFileSize(maxReaders: configuration.maxReaders))
         try allocate(fd, size: size)
+    }
+
+    /// LMDB's first opener holds byte 0 exclusively while it initialises the lock file, and
+    /// every other `mdb_env_open` waits for it without a timeout: an opener stopped (or suspended)
+    /// right there would hang them all. Waits for such a holder at most `timeoutMilliseconds`,
+    /// then throws `EBUSY` (``LMDBError/busy``). It narrows the window to the instant between
+    /// this check and LMDB's own lock; it cannot close it.
+    private static func waitForInitialiser(_ fd: Int32, timeoutMilliseconds: Int) throws(LMDBError) {
+        let deadline = monotonicMilliseconds() + timeoutMilliseconds
+        while try ByteLock.holder(fd, at: ByteLock.environmentInUse, conflictingWith: F_RDLCK) != nil {
+            if monotonicMilliseconds() >= deadline { throw .busy }
+            usleep(1000)
+        }
     }
 
     /// Takes the preparation lock, retrying for up to `timeoutMilliseconds` (a stopped process

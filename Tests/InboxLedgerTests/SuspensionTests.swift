@@ -135,6 +135,25 @@ func line(_ process: RunningProcess, startingWith prefix: String, within seconds
         #expect(Date().timeIntervalSince(started) < 1, "the killed holder's lock was not released at once")
     }
 
+    /// LMDB's first opener holds byte 0 of lock.mdb exclusively while it initialises; stopped
+    /// there, it would make every other open wait for ever.
+    @Test(.timeLimit(.minutes(2)))
+    func anOpenerStoppedWhileOpeningMakesOthersFailNotHang() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        _ = try Ledger(path: path).append(event())
+        let holder = try Processes.start(agent, ["hold-open-lock", path])
+        defer { holder.kill(); _ = try? holder.wait(timeout: 10) }
+        #expect(line(holder, startingWith: "holding") != nil, "\(holder.stdoutSoFar)")
+        let started = Date()
+        let out = try Processes.run(agent, ["open", path], timeout: 30)
+        #expect(out.status == 2 && out.stdout.contains("stopped or suspended while opening"), "\(out.stdout) \(out.stderr)")
+        #expect(Date().timeIntervalSince(started) < 10)
+        holder.kill()
+        _ = try holder.wait(timeout: 10)
+        #expect(try Processes.run(agent, ["open", path]).stdout.contains("count 1"))
+    }
+
     @Test func anIdleLedgerClosesItsFilesAndReopensOnTheNextCall() throws {
         let dir = TemporaryDirectory()
         let path = dir.child("ledger")

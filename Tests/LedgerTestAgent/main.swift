@@ -229,6 +229,20 @@ func stallInWrite(dir: String, seconds: Int) {
     }
 }
 
+/// Takes the exclusive lock LMDB's first opener holds on byte 0 of `lock.mdb` while it
+/// initialises the file, says "holding", and keeps it (an opener stopped mid-open).
+func holdOpenLock(dir: String) {
+    let fd = open(dir + "/lock.mdb", O_RDWR | O_CREAT, 0o644)
+    var lock = flock()
+    lock.l_type = Int16(F_WRLCK)
+    lock.l_whence = Int16(SEEK_SET)
+    lock.l_start = 0
+    lock.l_len = 1
+    guard fd >= 0, fcntl(fd, F_SETLK, &lock) == 0 else { die("cannot lock byte 0: errno \(errno)") }
+    say("holding")
+    while true { sleep(60) }
+}
+
 // MARK: - Compaction
 
 func compactionPolicy(tail: Int, chunk: Int) -> CompactionPolicy {
@@ -361,6 +375,8 @@ case "widget-reader":  // widget-reader DIR SECONDS
     widgetReader(dir: arg(2), seconds: Double(int(3)))
 case "suspend-cycle":  // suspend-cycle DIR CONTROLDIR
     await suspendCycle(dir: arg(2), control: arg(3))
+case "hold-open-lock":  // hold-open-lock DIR
+    holdOpenLock(dir: arg(2))
 case "stall-in-write":  // stall-in-write DIR SECONDS
     stallInWrite(dir: arg(2), seconds: int(3))
 case "wait-change":  // wait-change DIR AFTER
