@@ -92,3 +92,27 @@ import TestSupport
         }
     }
 }
+
+/// The small stored records each have one encoder and one decoder.
+@Suite struct StoredRecordTests {
+    @Test func keyRecordsRoundTripAndRejectOtherLengths() {
+        var rng = SeededGenerator(seed: 3)
+        for _ in 0..<500 {
+            let record = KeyRecord(sequence: rng.next(), digest: rng.next(), time: Int64(bitPattern: rng.next()))
+            #expect(KeyRecord.decode(record.encode()) == record)
+        }
+        #expect(KeyRecord.decode(Array(KeyRecord(sequence: 7, digest: 9, time: 5).encode().prefix(16)))?.time == 0)
+        for length in [0, 8, 15, 17, 23, 25, 32] {
+            #expect(KeyRecord.decode([UInt8](repeating: 1, count: length)) == nil, "\(length) bytes")
+        }
+    }
+
+    @Test func leaseRecordsRoundTripAndRejectOtherLengths() {
+        var rng = SeededGenerator(seed: 4)
+        for _ in 0..<500 {
+            let lease = LeaseRecord(pid: Int32(truncatingIfNeeded: rng.next()), owner: rng.next(), expires: Int64(bitPattern: rng.next()))
+            #expect(LeaseRecord.decode(lease.encode()) == lease)
+        }
+        for length in [0, 4, 19, 21] { #expect(LeaseRecord.decode([UInt8](repeating: 2, count: length)) == nil) }
+    }
+}

@@ -200,12 +200,10 @@ public final class Compactor: Sendable {
     /// Takes the compaction lease, or returns the pid of a live process holding it.
     private func acquireLease(now: Int64) throws(LedgerError) -> Int32? {
         try ledger.write("take compaction lease") { txn -> Int32? in
-            if let bytes = try txn.get(ledger.schema.meta, key: Schema.MetaKey.compactorLease) {
-                var r = ByteReader(bytes)
-                if let pid = r.u32le().map({ Int32(bitPattern: $0) }), let owner = r.u64le(), let expires = r.u64le(),
-                   owner != token, Int64(bitPattern: expires) > now, processIsAlive(pid) {
-                    return pid
-                }
+            if let bytes = try txn.get(ledger.schema.meta, key: Schema.MetaKey.compactorLease),
+               let lease = LeaseRecord.decode(bytes),  // an unreadable lease is taken over
+               lease.owner != token, lease.expires > now, processIsAlive(lease.pid) {
+                return lease.pid
             }
             try renewLease(now: now, in: txn)
             return nil
@@ -213,18 +211,14 @@ public final class Compactor: Sendable {
     }
 
     private func renewLease(now: Int64, in txn: Transaction) throws {
-        var w = ByteWriter(capacity: 20)
-        w.u32le(UInt32(bitPattern: getpid()))
-        w.u64le(token)
-        w.u64le(UInt64(bitPattern: now + 60_000_000))
-        try txn.put(ledger.schema.meta, key: Schema.MetaKey.compactorLease, value: w.bytes)
+        let lease = LeaseRecord(pid: getpid(), owner: token, expires: now + LeaseRecord.duration)
+        try txn.put(ledger.schema.meta, key: Schema.MetaKey.compactorLease, value: lease.encode())
     }
 
     private func releaseLease(in txn: Transaction) throws {
-        guard let bytes = try txn.get(ledger.schema.meta, key: Schema.MetaKey.compactorLease) else { return }
-        var r = ByteReader(bytes)
-        _ = r.u32le()
-        if r.u64le() == token { try txn.delete(ledger.schema.meta, key: Schema.MetaKey.compactorLease) }
+        guard let bytes = try txn.get(ledger.schema.meta, key: Schema.MetaKey.compactorLease),
+              LeaseRecord.decode(bytes)?.owner == token else { return }
+        try txn.delete(ledger.schema.meta, key: Schema.MetaKey.compactorLease)
     }
 
     /// Deletes up to a chunk of events with sequence ≤ `through`; returns how many.
@@ -252,20 +246,14 @@ public final class Compactor: Sendable {
             return trimmed
         }
         for (key, seq) in keys {
-            if let stored = try keyRecord(key, in: txn), stored.sequence == seq, stored.time < cutoff {
+            if let bytes = try txn.get(schema.keys, key: Array(key.utf8)), let stored = KeyRecord.decode(bytes),
+               stored.sequence == seq, stored.time < cutoff {
                 try txn.delete(schema.keys, key: Array(key.utf8))
             }
         }
         try counts.apply(to: schema.counters, in: txn, subtracting: true)
         if trimmed > 0 { try renewLease(now: currentMicros(), in: txn) }
         return trimmed
-    }
-
-    private func keyRecord(_ key: String, in txn: Transaction) throws -> (sequence: UInt64, time: Int64)? {
-        guard let bytes = try txn.get(ledger.schema.keys, key: Array(key.utf8)) else { return nil }
-        var r = ByteReader(bytes)
-        guard let seq = r.u64be(), r.u64be() != nil else { return nil }
-        return (seq, Int64(bitPattern: r.u64be() ?? 0))
     }
 
     /// Forgets keys whose event is trimmed and whose window has passed, a chunk per transaction.
@@ -284,8 +272,7 @@ public final class Compactor: Sendable {
                     while let e = entry {
                         if examined == max(1, policy.chunkSize) * 4 { next = e.key; break }
                         examined += 1
-                        var r = ByteReader(e.value)
-                        if let seq = r.u64be(), r.u64be() != nil, let time = r.u64be(), seq < first, Int64(bitPattern: time) < cutoff {
+                        if let record = KeyRecord.decode(e.value), record.sequence < first, record.time < cutoff {
                             doomed.append(e.key)
                         }
                         entry = try cursor.next()

@@ -177,11 +177,7 @@ extension Ledger {
                                    type: event.type, key: event.key, payload: event.payload)
                 try txn.put(schema.events, key: SequenceKey.encode(head), value: EventRecord.encode(stored), flags: .append)
                 if let key = event.key {
-                    var w = ByteWriter(capacity: 24)
-                    w.u64be(head)
-                    w.u64be(event.digest)
-                    w.u64be(UInt64(bitPattern: now))
-                    try txn.put(schema.keys, key: Array(key.utf8), value: w.bytes)
+                    try txn.put(schema.keys, key: Array(key.utf8), value: KeyRecord(sequence: head, digest: event.digest, time: now).encode())
                     firstInBatch[key] = head
                 }
                 receipt.notes += try projector.apply(stored, event.domain)
@@ -215,15 +211,14 @@ extension Ledger {
                 continue
             }
             if let stored = try txn.get(schema.keys, key: Array(key.utf8)) {
-                var r = ByteReader(stored)
-                guard let sequence = r.u64be(), let digest = r.u64be() else {
+                guard let record = KeyRecord.decode(stored) else {
                     throw LedgerError.corruptStore(path: path, reason: "idempotency record for key '\(key)' is malformed")
                 }
-                guard digest == event.digest else {
-                    return .failure(.idempotencyConflict(key: key, existingSequence: sequence))
+                guard record.digest == event.digest else {
+                    return .failure(.idempotencyConflict(key: key, existingSequence: record.sequence))
                 }
-                batchKeys[key] = (sequence, digest)
-                resolved.append(sequence)
+                batchKeys[key] = (record.sequence, record.digest)
+                resolved.append(record.sequence)
             } else {
                 batchKeys[key] = (nil, event.digest)
                 resolved.append(nil)
