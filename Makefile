@@ -45,8 +45,8 @@ fuzz: setup
 
 # Power-cut exploration (docs/reliability.md): every scenario, CUTS cut points each, SUBSETS
 # random page subsets of the unsynced writes per cut (plus all, none and a prefix).
-CUTS ?= 400
-SUBSETS ?= 8
+CUTS ?= 2000
+SUBSETS ?= 40
 crash-states: setup
 	swift build
 	.build/debug/ledger-crash-states --cuts $(CUTS) --subsets $(SUBSETS) --seed 2026

@@ -491,7 +491,7 @@ final class WriterLock: Sendable {
             if taken { return }
             // A suspension waits for the transactions in flight: this one has not begun.
             if EnvironmentRegistry.isSuspended { throw .suspended }
-            if monotonicMilliseconds() >= deadline { throw .writeLockTimeout }
+            if monotonicMilliseconds() > deadline { throw .writeLockTimeout }  // ">": never less than the timeout
             usleep(pause)
             pause = min(pause * 2, 2000)
         }

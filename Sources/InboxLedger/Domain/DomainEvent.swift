@@ -1,9 +1,3 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-
 /// A message as the server lists it, carried by ``InboxSync``.
 public struct InboxMessage: Hashable, Sendable, Encodable {
     public var id: String
@@ -28,19 +22,6 @@ public struct InboxMessage: Hashable, Sendable, Encodable {
         self.extras = extras
     }
 
-    enum CodingKeys: String, CodingKey { case id, title, subheading, iconURL, sentAt, expiresAt, read, extras }
-
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(id, forKey: .id)
-        try c.encode(title, forKey: .title)
-        try c.encodeIfPresent(subheading, forKey: .subheading)
-        try c.encodeIfPresent(iconURL, forKey: .iconURL)
-        try c.encode(sentAt.iso8601, forKey: .sentAt)
-        try c.encodeIfPresent(expiresAt?.iso8601, forKey: .expiresAt)
-        try c.encodeIfPresent(read, forKey: .read)
-        try c.encodeIfPresent(extras, forKey: .extras)
-    }
 }
 
 /// `inbox.synced`: the host app's view of the server inbox after a fetch.
@@ -62,14 +43,6 @@ public struct InboxSync: Hashable, Sendable, Encodable {
         self.removed = removed
     }
 
-    enum CodingKeys: String, CodingKey { case mode, messages, removed }
-
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(mode, forKey: .mode)
-        try c.encode(messages, forKey: .messages)
-        if !removed.isEmpty { try c.encode(removed, forKey: .removed) }
-    }
 }
 
 /// `message.read`: read state changed locally (widget, app).
@@ -81,8 +54,6 @@ public struct ReadChange: Hashable, Sendable, Encodable {
         self.ids = ids
         self.read = read
     }
-
-    enum CodingKeys: String, CodingKey { case ids, read }
 
 }
 
@@ -112,8 +83,6 @@ public struct WidgetAction: Hashable, Sendable, Encodable {
         self.payload = payload
     }
 
-    enum CodingKeys: String, CodingKey { case actionID, kind, target, name, payload }
-
 }
 
 /// `action.completed`: the host app acknowledges an action it carried out.
@@ -132,24 +101,12 @@ public struct ActionCompletion: Hashable, Sendable, Encodable {
         self.reason = reason
     }
 
-    enum CodingKeys: String, CodingKey { case actionID, outcome, reason }
-
 }
 
 /// `badge.adjusted`: `{"delta": n}` or `{"set": n}`.
 public enum BadgeAdjustment: Hashable, Sendable, Encodable {
     case delta(Int64)
     case set(Int64)
-
-    enum CodingKeys: String, CodingKey { case delta, set }
-
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        switch self {
-        case .delta(let d): try c.encode(d, forKey: .delta)
-        case .set(let s): try c.encode(s, forKey: .set)
-        }
-    }
 }
 
 /// Limits of the domain vocabulary.
@@ -158,6 +115,16 @@ public enum DomainLimits {
     public static let maxIdentifierBytes = 200
     /// Largest badge value or delta.
     public static let maxBadge: Int64 = 1_000_000
+}
+
+/// The built-in event types: the one registry of their names. Adding a case makes the compiler
+/// name every place that must handle it (docs/design.md, "Adding a built-in event type").
+public enum BuiltInEventType: String, CaseIterable, Hashable, Sendable {
+    case inboxSynced = "inbox.synced"
+    case messageRead = "message.read"
+    case widgetAction = "widget.action"
+    case actionCompleted = "action.completed"
+    case badgeAdjusted = "badge.adjusted"
 }
 
 /// The built-in event vocabulary, and custom events the projections keep but ignore.
@@ -176,62 +143,75 @@ public enum DomainEvent: Hashable, Sendable {
     case badgeAdjusted(BadgeAdjustment)
     case custom(type: String, payload: [UInt8])
 
-    public static let inboxSyncedType = "inbox.synced"
-    public static let messageReadType = "message.read"
-    public static let widgetActionType = "widget.action"
-    public static let actionCompletedType = "action.completed"
-    public static let badgeAdjustedType = "badge.adjusted"
+    /// `inbox.synced`.
+    public static let inboxSyncedType = BuiltInEventType.inboxSynced.rawValue
+    /// `message.read`.
+    public static let messageReadType = BuiltInEventType.messageRead.rawValue
+    /// `widget.action`.
+    public static let widgetActionType = BuiltInEventType.widgetAction.rawValue
+    /// `action.completed`.
+    public static let actionCompletedType = BuiltInEventType.actionCompleted.rawValue
+    /// `badge.adjusted`.
+    public static let badgeAdjustedType = BuiltInEventType.badgeAdjusted.rawValue
     /// The type names the built-in projections understand.
-    public static let builtInTypes: Set<String> = [inboxSyncedType, messageReadType, widgetActionType, actionCompletedType, badgeAdjustedType]
+    public static let builtInTypes: Set<String> = Set(BuiltInEventType.allCases.map(\.rawValue))
 
-    /// The event's type name.
-    public var type: String {
+    /// The built-in type of this event (nil for a custom one).
+    public var builtInType: BuiltInEventType? {
         switch self {
-        case .inboxSynced: Self.inboxSyncedType
-        case .messageRead: Self.messageReadType
-        case .widgetAction: Self.widgetActionType
-        case .actionCompleted: Self.actionCompletedType
-        case .badgeAdjusted: Self.badgeAdjustedType
-        case .custom(let type, _): type
+        case .inboxSynced: .inboxSynced
+        case .messageRead: .messageRead
+        case .widgetAction: .widgetAction
+        case .actionCompleted: .actionCompleted
+        case .badgeAdjusted: .badgeAdjusted
+        case .custom: nil
         }
     }
 
-    /// The event to append, with its payload as canonical JSON.
-    public func newEvent(key: String? = nil) throws(LedgerError) -> NewEvent {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let data: Data
-        do {
-            switch self {
-            case .inboxSynced(let v): data = try encoder.encode(v)
-            case .messageRead(let v): data = try encoder.encode(v)
-            case .widgetAction(let v): data = try encoder.encode(v)
-            case .actionCompleted(let v): data = try encoder.encode(v)
-            case .badgeAdjusted(let v): data = try encoder.encode(v)
-            case .custom(let type, let payload): return NewEvent(type: type, payload: payload, key: key)
-            }
-        } catch {
-            throw .invalidEvent(index: 0, field: "data", reason: "cannot be encoded: \(error)")
+    /// The event's type name.
+    public var type: String {
+        if case .custom(let type, _) = self { return type }
+        return builtInType?.rawValue ?? ""
+    }
+
+    /// The payload as JSON (nil for a custom event, whose payload is bytes).
+    var json: JSONValue? {
+        switch self {
+        case .inboxSynced(let v): v.json
+        case .messageRead(let v): v.json
+        case .widgetAction(let v): v.json
+        case .actionCompleted(let v): v.json
+        case .badgeAdjusted(let v): v.json
+        case .custom: nil
         }
-        return NewEvent(type: type, payload: try EventJSON.canonicalize(Array(data)), key: key)
+    }
+
+    /// The event to append, with its payload as canonical JSON (the payload's own encoder,
+    /// written once: no JSONEncoder, no re-parse).
+    public func newEvent(key: String? = nil) throws(LedgerError) -> NewEvent {
+        guard let json else {
+            if case .custom(let type, let payload) = self { return NewEvent(type: type, payload: payload, key: key) }
+            throw .invalidEvent(index: 0, field: "type", reason: "no payload")
+        }
+        return NewEvent(type: type, payload: try EventJSON.encodeCanonical(json), key: key)
     }
 
     /// Decodes and validates a payload of `type`; custom types are returned as they are.
     /// `index` names the event in errors.
     public static func decode(type: String, payload: [UInt8], index: Int = 0) throws(LedgerError) -> DomainEvent {
-        guard builtInTypes.contains(type) else { return .custom(type: type, payload: payload) }
+        guard let builtIn = BuiltInEventType(rawValue: type) else { return .custom(type: type, payload: payload) }
         let root: JSONValue
         do { root = try JSONParser.parse(payload) } catch {
             throw .invalidEvent(index: index, field: "data", reason: error.message)
         }
         do {
             let data = try JSONFields(root, path: "data")
-            switch type {
-            case inboxSyncedType: return .inboxSynced(try InboxSync(data))
-            case messageReadType: return .messageRead(try ReadChange(data))
-            case widgetActionType: return .widgetAction(try WidgetAction(data))
-            case actionCompletedType: return .actionCompleted(try ActionCompletion(data))
-            default: return .badgeAdjusted(try BadgeAdjustment(data))
+            switch builtIn {
+            case .inboxSynced: return .inboxSynced(try InboxSync(data))
+            case .messageRead: return .messageRead(try ReadChange(data))
+            case .widgetAction: return .widgetAction(try WidgetAction(data))
+            case .actionCompleted: return .actionCompleted(try ActionCompletion(data))
+            case .badgeAdjusted: return .badgeAdjusted(try BadgeAdjustment(data))
             }
         } catch {
             throw .invalidEvent(index: index, field: error.field, reason: error.reason)

@@ -112,7 +112,37 @@ struct JSONFields {
     }
 }
 
-extension InboxMessage {
+// MARK: - One decoder (`init(_:)`, validating) and one encoder (`json`) per payload
+
+/// A built-in event payload: decoded and validated from JSON fields, encoded to a JSON value
+/// whose canonical bytes are what the ledger stores. Its `Encodable` conformance encodes `json`,
+/// so there is one encoder, whoever asks.
+protocol BuiltInPayload: Encodable {
+    init(_ fields: JSONFields) throws(FieldError)
+    var json: JSONValue { get }
+}
+
+extension BuiltInPayload {
+    public func encode(to encoder: any Encoder) throws { try json.encode(to: encoder) }
+}
+
+/// A JSON object of the fields that are present (nil ones are left out, as the decoder allows).
+private func object(_ fields: [(String, JSONValue?)]) -> JSONValue {
+    var out: [String: JSONValue] = [:]
+    for (key, value) in fields { if let value { out[key] = value } }
+    return .object(out)
+}
+
+extension InboxMessage: BuiltInPayload {
+    var json: JSONValue {
+        object([
+            ("id", .string(id)), ("title", .string(title)), ("subheading", subheading.map(JSONValue.string)),
+            ("iconURL", iconURL.map(JSONValue.string)), ("sentAt", .string(sentAt.iso8601)),
+            ("expiresAt", expiresAt.map { .string($0.iso8601) }), ("read", read.map(JSONValue.bool)),
+            ("extras", extras.map { .object($0.mapValues(JSONValue.string)) }),
+        ])
+    }
+
     init(_ f: JSONFields) throws(FieldError) {
         id = try f.identifier("id")
         title = try f.string("title")
@@ -135,7 +165,12 @@ extension InboxMessage {
     }
 }
 
-extension InboxSync {
+extension InboxSync: BuiltInPayload {
+    var json: JSONValue {
+        object([("mode", .string(mode.rawValue)), ("messages", .array(messages.map(\.json))),
+                ("removed", removed.isEmpty ? nil : .array(removed.map(JSONValue.string)))])
+    }
+
     init(_ f: JSONFields) throws(FieldError) {
         mode = try f.choice("mode", Mode.self)
         var messages: [InboxMessage] = []
@@ -156,7 +191,9 @@ extension InboxSync {
     }
 }
 
-extension ReadChange {
+extension ReadChange: BuiltInPayload {
+    var json: JSONValue { object([("ids", .array(ids.map(JSONValue.string))), ("read", .bool(read))]) }
+
     init(_ f: JSONFields) throws(FieldError) {
         ids = try f.strings("ids") ?? []
         read = try f.bool("read")
@@ -165,7 +202,12 @@ extension ReadChange {
     }
 }
 
-extension WidgetAction {
+extension WidgetAction: BuiltInPayload {
+    var json: JSONValue {
+        object([("actionID", .string(actionID)), ("kind", .string(kind.rawValue)), ("target", target.map(JSONValue.string)),
+                ("name", name.map(JSONValue.string)), ("payload", payload)])
+    }
+
     init(_ f: JSONFields) throws(FieldError) {
         actionID = try f.identifier("actionID")
         kind = try f.choice("kind", Kind.self)
@@ -179,7 +221,11 @@ extension WidgetAction {
     }
 }
 
-extension ActionCompletion {
+extension ActionCompletion: BuiltInPayload {
+    var json: JSONValue {
+        object([("actionID", .string(actionID)), ("outcome", .string(outcome.rawValue)), ("reason", reason.map(JSONValue.string))])
+    }
+
     init(_ f: JSONFields) throws(FieldError) {
         actionID = try f.identifier("actionID")
         outcome = try f.choice("outcome", Outcome.self)
@@ -187,7 +233,14 @@ extension ActionCompletion {
     }
 }
 
-extension BadgeAdjustment {
+extension BadgeAdjustment: BuiltInPayload {
+    var json: JSONValue {
+        switch self {
+        case .delta(let d): .object(["delta": .integer(d)])
+        case .set(let s): .object(["set": .integer(s)])
+        }
+    }
+
     init(_ f: JSONFields) throws(FieldError) {
         switch (try f.optionalInteger("delta"), try f.optionalInteger("set")) {
         case (let d?, nil):

@@ -1,0 +1,126 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import InboxLedger
+
+/// Each built-in payload has one encoder; its stored bytes must stay what they were when typed
+/// events went through JSONEncoder and the canonical writer (idempotency digests depend on
+/// them). The reference here is independent of the encoders: JSON text written by hand from
+/// the same fields, then canonicalised.
+@Suite struct CanonicalEncodingTests {
+    /// A JSON string literal for `s` (Foundation's escaping; canonicalisation normalises it).
+    func quoted(_ s: String) -> String {
+        let data = (try? JSONSerialization.data(withJSONObject: [s], options: [.fragmentsAllowed])) ?? Data("[\"\"]".utf8)
+        return String(decoding: data.dropFirst().dropLast(), as: UTF8.self)
+    }
+
+    func text(_ value: JSONValue) -> String {
+        switch value {
+        case .null: "null"
+        case .bool(let b): b ? "true" : "false"
+        case .integer(let i): String(i)
+        case .number(let d): "\(d)"
+        case .string(let s): quoted(s)
+        case .array(let a): "[" + a.map(text).joined(separator: " , ") + "]"
+        case .object(let o): "{ " + o.map { quoted($0.key) + ": " + text($0.value) }.joined(separator: ", ") + " }"
+        }
+    }
+
+    func randomString(_ rng: inout SeededGenerator) -> String {
+        let alphabet: [String] = ["a", "Z", "é", "😀", "\"", "\\", "/", "\n", "\u{01}", " ", "ß", "中", "\t"]
+        return (0..<Int.random(in: 1...12, using: &rng)).map { _ in alphabet[Int.random(in: 0..<alphabet.count, using: &rng)] }.joined()
+    }
+
+    func randomJSON(_ rng: inout SeededGenerator, depth: Int = 0) -> JSONValue {
+        switch Int.random(in: 0...(depth > 2 ? 4 : 6), using: &rng) {
+        case 0: return .null
+        case 1: return .bool(Bool.random(using: &rng))
+        case 2: return .integer(Int64.random(in: -1_000_000...1_000_000, using: &rng))
+        case 3: return .number([0.5, -2.25, 1e-7, 3.0e20, 0.1][Int.random(in: 0..<5, using: &rng)])
+        case 4: return .string(randomString(&rng))
+        case 5: return .array((0..<Int.random(in: 0...3, using: &rng)).map { _ in randomJSON(&rng, depth: depth + 1) })
+        default:
+            var o: [String: JSONValue] = [:]
+            for _ in 0..<Int.random(in: 0...3, using: &rng) { o[randomString(&rng)] = randomJSON(&rng, depth: depth + 1) }
+            return .object(o)
+        }
+    }
+
+    func maybe<T>(_ present: Bool, _ make: () -> T) -> T? { present ? make() : nil }
+
+    /// A random built-in event and the hand-written JSON of its payload.
+    func randomEvent(_ rng: inout SeededGenerator) -> (DomainEvent, String) {
+        let when = Timestamp(micros: Int64.random(in: 0...4_000_000_000_000_000, using: &rng))
+        switch Int.random(in: 0..<5, using: &rng) {
+        case 0:
+            var fields: [String] = []
+            let messages = (0..<Int.random(in: 0...3, using: &rng)).map { i -> InboxMessage in
+                let m = InboxMessage(id: "m\(i)-" + randomString(&rng), title: randomString(&rng), subheading: maybe(Bool.random(using: &rng)) { randomString(&rng) },
+                                     iconURL: maybe(Bool.random(using: &rng)) { "https://x.example/\(i).png" }, sentAt: when, expiresAt: maybe(Bool.random(using: &rng)) { when },
+                                     read: maybe(Bool.random(using: &rng)) { Bool.random(using: &rng) }, extras: maybe(Bool.random(using: &rng)) { ["k": randomString(&rng)] })
+                var parts = ["\"id\": \(quoted(m.id))", "\"title\": \(quoted(m.title))", "\"sentAt\": \(quoted(m.sentAt.iso8601))"]
+                if let s = m.subheading { parts.append("\"subheading\": \(quoted(s))") }
+                if let u = m.iconURL { parts.append("\"iconURL\": \(quoted(u))") }
+                if let e = m.expiresAt { parts.append("\"expiresAt\": \(quoted(e.iso8601))") }
+                if let r = m.read { parts.append("\"read\": \(r)") }
+                if let x = m.extras { parts.append("\"extras\": {" + x.map { "\(quoted($0.key)): \(quoted($0.value))" }.joined(separator: ",") + "}") }
+                fields.append("{" + parts.shuffled(using: &rng).joined(separator: ",") + "}")
+                return m
+            }
+            let removed = Bool.random(using: &rng) ? ["gone-" + randomString(&rng)] : []
+            let sync = InboxSync(mode: Bool.random(using: &rng) ? .full : .delta, messages: messages, removed: removed)
+            var json = "{\"mode\": \"\(sync.mode.rawValue)\", \"messages\": [\(fields.joined(separator: ","))]"
+            if !removed.isEmpty { json += ", \"removed\": [\(removed.map(quoted).joined(separator: ","))]" }
+            return (.inboxSynced(sync), json + "}")
+        case 1:
+            let change = ReadChange(ids: (0..<Int.random(in: 1...3, using: &rng)).map { "id\($0)" + randomString(&rng) }, read: Bool.random(using: &rng))
+            return (.messageRead(change), "{\"read\": \(change.read), \"ids\": [\(change.ids.map(quoted).joined(separator: ","))]}")
+        case 2:
+            let action = WidgetAction(actionID: "a-" + randomString(&rng), kind: .custom, target: maybe(Bool.random(using: &rng)) { randomString(&rng) },
+                                      name: "n-" + randomString(&rng),
+                                      // A payload of null reads back as no payload (null is absence in the decoder).
+                                      payload: maybe(Bool.random(using: &rng)) { .array([randomJSON(&rng)]) })
+            var parts = ["\"actionID\": \(quoted(action.actionID))", "\"kind\": \"custom\"", "\"name\": \(quoted(action.name ?? ""))"]
+            if let t = action.target { parts.append("\"target\": \(quoted(t))") }
+            if let p = action.payload { parts.append("\"payload\": \(text(p))") }
+            return (.widgetAction(action), "{" + parts.joined(separator: ", ") + "}")
+        case 3:
+            let done = ActionCompletion(actionID: "a-" + randomString(&rng), outcome: [.done, .failed, .discarded][Int.random(in: 0..<3, using: &rng)],
+                                        reason: maybe(Bool.random(using: &rng)) { randomString(&rng) })
+            var parts = ["\"actionID\": \(quoted(done.actionID))", "\"outcome\": \"\(done.outcome.rawValue)\""]
+            if let r = done.reason { parts.append("\"reason\": \(quoted(r))") }
+            return (.actionCompleted(done), "{" + parts.joined(separator: ",") + "}")
+        default:
+            let n = Int64.random(in: -1000...1000, using: &rng)
+            return Bool.random(using: &rng) ? (.badgeAdjusted(.delta(n)), "{\"delta\": \(n)}") : (.badgeAdjusted(.set(abs(n))), "{\"set\": \(abs(n))}")
+        }
+    }
+
+    @Test func typedEventsEncodeToTheSameCanonicalBytesAsBefore() throws {
+        var rng = SeededGenerator(seed: 2026)
+        for _ in 0..<2000 {
+            let (event, json) = randomEvent(&rng)
+            let stored = try event.newEvent().payload
+            let reference = try EventJSON.canonicalize(Array(json.utf8))
+            #expect(stored == reference, "\(event.type): \(String(decoding: stored, as: UTF8.self)) vs \(String(decoding: reference, as: UTF8.self))")
+            // And it decodes back to the same event.
+            let decoded = try DomainEvent.decode(type: event.type, payload: stored)
+            #expect(decoded == event, "\(decoded) vs \(event)")
+        }
+    }
+
+    @Test func everyBuiltInTypeDecodesAsItselfNeverAsAnother() throws {
+        #expect(DomainEvent.builtInTypes == Set(BuiltInEventType.allCases.map(\.rawValue)))
+        var rng = SeededGenerator(seed: 9)
+        var seen = Set<BuiltInEventType>()
+        for _ in 0..<200 {
+            let (event, _) = randomEvent(&rng)
+            let decoded = try DomainEvent.decode(type: event.type, payload: try event.newEvent().payload)
+            #expect(decoded.builtInType == event.builtInType && decoded.type == event.type)
+            if let type = decoded.builtInType { seen.insert(type) }
+        }
+        #expect(seen == Set(BuiltInEventType.allCases), "the generator missed a built-in type")
+        // A name outside the registry is custom, whatever its payload.
+        #expect(try DomainEvent.decode(type: "badge.adjusted2", payload: Array(#"{"delta":1}"#.utf8)).builtInType == nil)
+    }
+}
