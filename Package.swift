@@ -60,7 +60,7 @@ let package = Package(
         // (Under Tools/: package-benchmark runs every executable directly under Benchmarks/.)
         // The raw-LMDB baseline uses the C API directly, on purpose: it is the physical limit.
         .target(name: "LedgerBenchSupport", dependencies: ["InboxLedger", "CLMDB", "CSQLite"], path: "Tools/ledger-bench-support"),
-        .executableTarget(name: "ledger-bench", dependencies: ["LedgerBenchSupport", "InboxLedger"], path: "Tools/ledger-bench"),
+        .executableTarget(name: "ledger-bench", dependencies: ["LedgerBenchSupport", "InboxLedger", "LMDB"], path: "Tools/ledger-bench"),
         // Crash/contention torture with acknowledged-write accounting (docs/reliability.md). It shares
         // the independent reference model of the inbox with the tests (TestSupport).
         .executableTarget(name: "ledger-torture", dependencies: ["InboxLedger", "TestSupport"], path: "Tools/ledger-torture"),

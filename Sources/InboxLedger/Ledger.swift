@@ -64,56 +64,8 @@ public final class Ledger: Sendable {
         config.databases = Dictionary(uniqueKeysWithValues: Schema.allNames.map { ($0, DatabaseFlags()) })
         config.createDatabases = creating
 
-        let environment: Environment
-        do {
-            environment = try Environment.open(directory: path, configuration: config)
-        } catch {
-            if error == .incompatible {
-                throw .permissionDenied(path: path, reason: "already open read-only in this process")
-            }
-            if error == .busy, !options.readOnly {
-                throw .storage(path: path, operation: "open", code: EBUSY, message: "another process has held lock.mdb's initialisation lock for more than \(Double(config.openRetryMilliseconds) / 1000) s (stopped or suspended while opening the ledger?)")
-            }
-            if error == .busy, options.readOnly {
-                throw .permissionDenied(path: path, reason: "lock.mdb cannot be written here (read-only mount?) while other processes have the ledger open: a reader that cannot register its snapshot could read pages being reused under it; open it through a writable path, or when no other process uses it")
-            }
-            if error == .permissionDenied, options.readOnly {
-                throw .permissionDenied(path: path, reason: "cannot open lock.mdb for writing; LMDB keeps its reader table there, so even a read-only process needs write access to it")
-            }
-            throw LedgerError.from(error, path: path, operation: "open")
-        }
-        let writable = !options.readOnly && options.create
-        if !environment.hasDatabase(Schema.metaName) {
-            // An LMDB file without our metadata table: either a ledger another process is
-            // creating right now (no tables, or only ours) or someone else's file, never touched.
-            // Unreadable names count as foreign ("?"): the file is then refused, never touched.
-            let names = (try? environment.namedDatabases()) ?? ["?"]
-            guard writable, Set(names).isSubset(of: Schema.allNames) else {
-                throw .notALedger(path: path, reason: "data.mdb holds no ledger metadata")
-            }
-        }
-        var metadata = environment.hasDatabase(Schema.metaName) ? try Ledger.readMetadata(environment, path: path) : nil
-        if metadata == nil {
-            guard writable else { throw .notALedger(path: path, reason: "data.mdb holds no ledger metadata") }
-            config.createDatabases = true
-            let tables: Environment
-            do { tables = try Environment.open(directory: path, configuration: config) } catch {
-                throw LedgerError.from(error, path: path, operation: "create ledger")
-            }
-            metadata = try Ledger.initialize(tables, path: path, durabilityFloor: options.durabilityFloor)
-        }
-        guard let metadata else { throw .notALedger(path: path, reason: "data.mdb holds no ledger metadata") }
-        guard metadata.formatVersion <= Schema.formatVersion else {
-            throw .newerFormat(path: path, found: metadata.formatVersion, supported: Schema.formatVersion)
-        }
-        // A ledger created by an older library may lack tables added since: create them now
-        // (writable) or treat them as empty (read-only).
-        if !options.readOnly, Schema.allNames.contains(where: { !environment.hasDatabase($0) }) {
-            config.createDatabases = true
-            do { _ = try Environment.open(directory: path, configuration: config) } catch {
-                throw LedgerError.from(error, path: path, operation: "open")
-            }
-        }
+        let environment = try Ledger.openEnvironment(path: path, configuration: config, options: options)
+        let metadata = try Ledger.establish(environment, path: path, configuration: config, options: options)
         do { self.schema = try Schema(environment) } catch {
             throw .notALedger(path: path, reason: "missing table '\(Schema.allNames.first { !environment.hasDatabase($0) } ?? "?")'")
         }
@@ -125,6 +77,69 @@ public final class Ledger: Sendable {
         self.changeMonitor = environment.attachment("InboxLedger.ChangeMonitor") {
             ChangeMonitor(dataFile: path + "/data.mdb")
         }
+    }
+
+    /// Opens (or joins) the LMDB environment, with an error that says what went wrong.
+    private static func openEnvironment(path: String, configuration: EnvironmentConfiguration,
+                                        options: LedgerOptions) throws(LedgerError) -> Environment {
+        do {
+            return try Environment.open(directory: path, configuration: configuration)
+        } catch {
+            switch error {
+            case .incompatible:
+                throw .permissionDenied(path: path, reason: "already open read-only in this process")
+            case .busy where !options.readOnly:
+                throw .storage(path: path, operation: "open", code: EBUSY, message: "another process has held lock.mdb's initialisation lock for more than \(Double(configuration.openRetryMilliseconds) / 1000) s (stopped or suspended while opening the ledger?)")
+            case .busy:
+                throw .permissionDenied(path: path, reason: "lock.mdb cannot be written here (read-only mount?) while other processes have the ledger open: a reader that cannot register its snapshot could read pages being reused under it; open it through a writable path, or when no other process uses it")
+            case .permissionDenied where options.readOnly:
+                throw .permissionDenied(path: path, reason: "cannot open lock.mdb for writing; LMDB keeps its reader table there, so even a read-only process needs write access to it")
+            default:
+                throw LedgerError.from(error, path: path, operation: "open")
+            }
+        }
+    }
+
+    /// Makes sure `environment` is a ledger this library can use and returns its metadata:
+    /// refuses someone else's LMDB file (never touched), creates the tables and metadata of a
+    /// new ledger, refuses a newer format, and adds the tables an older library did not have.
+    private static func establish(_ environment: Environment, path: String, configuration: EnvironmentConfiguration,
+                                  options: LedgerOptions) throws(LedgerError) -> LedgerMetadata {
+        let writable = !options.readOnly && options.create
+        if !environment.hasDatabase(Schema.metaName) {
+            // An LMDB file without our metadata table: either a ledger another process is
+            // creating right now (no tables, or only ours) or someone else's file, never touched.
+            // Unreadable names count as foreign ("?"): the file is then refused, never touched.
+            let names = (try? environment.namedDatabases()) ?? ["?"]
+            guard writable, Set(names).isSubset(of: Schema.allNames) else {
+                throw .notALedger(path: path, reason: "data.mdb holds no ledger metadata")
+            }
+        }
+        /// Opens every table, creating the missing ones (the environment's databases are shared
+        /// by every handle of the process, so `environment` sees them afterwards).
+        func createTables(_ operation: String) throws(LedgerError) {
+            var create = configuration
+            create.createDatabases = true
+            do { _ = try Environment.open(directory: path, configuration: create) } catch {
+                throw LedgerError.from(error, path: path, operation: operation)
+            }
+        }
+        var found = environment.hasDatabase(Schema.metaName) ? try readMetadata(environment, path: path) : nil
+        if found == nil {
+            guard writable else { throw .notALedger(path: path, reason: "data.mdb holds no ledger metadata") }
+            try createTables("create ledger")
+            found = try initialize(environment, path: path, durabilityFloor: options.durabilityFloor)
+        }
+        guard let metadata = found else { throw .notALedger(path: path, reason: "data.mdb holds no ledger metadata") }
+        guard metadata.formatVersion <= Schema.formatVersion else {
+            throw .newerFormat(path: path, found: metadata.formatVersion, supported: Schema.formatVersion)
+        }
+        // A ledger created by an older library may lack tables added since: create them now
+        // (writable) or treat them as empty (read-only).
+        if !options.readOnly, Schema.allNames.contains(where: { !environment.hasDatabase($0) }) {
+            try createTables("open")
+        }
+        return metadata
     }
 
     /// Decides whether a new ledger is to be created, checking everything that can be checked

@@ -132,9 +132,3 @@ enum EnvironmentRegistry {
         }
     }
 }
-
-func monotonicMilliseconds() -> Int {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Int(ts.tv_sec) * 1000 + Int(ts.tv_nsec) / 1_000_000
-}

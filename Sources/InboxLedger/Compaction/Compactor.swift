@@ -301,12 +301,6 @@ public final class Compactor: Sendable {
     }
 }
 
-/// Whether a process exists (it may belong to another user).
-func processIsAlive(_ pid: Int32) -> Bool {
-    if pid == getpid() { return true }
-    return kill(pid, 0) == 0 || errno == EPERM
-}
-
 /// The last compaction, kept in the meta table for `inspect`.
 struct CompactionRecord: Hashable, Sendable {
     var at: Int64

@@ -121,3 +121,8 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
         return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
     }
 }
+
+extension Timestamp {
+    /// The current time.
+    public static var now: Timestamp { Timestamp(micros: currentMicros()) }
+}

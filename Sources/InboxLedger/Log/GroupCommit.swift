@@ -143,9 +143,3 @@ final class Condition: @unchecked Sendable {
         Condition.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock")
     }
 }
-
-func monotonicSeconds() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}

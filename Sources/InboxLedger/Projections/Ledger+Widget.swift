@@ -65,11 +65,6 @@ public struct PendingAction: Hashable, Sendable {
     public var recordedAt: Timestamp
 }
 
-extension Timestamp {
-    /// The current time.
-    public static var now: Timestamp { Timestamp(micros: currentMicros()) }
-}
-
 extension Ledger {
     /// What the widget shows: the top `limit` rows, unread count, badge and version, from one
     /// short read transaction (no log decoding, no lock held afterwards).
@@ -175,31 +170,5 @@ extension Ledger {
             return true
         }
         return (count, next)
-    }
-}
-
-/// The last widget list read in this process (one per environment, shared by every handle).
-final class WidgetCache: Sendable {
-    private struct Entry {
-        var state: ProjectionState
-        var limit: Int
-        var now: Int64
-        var list: WidgetList
-    }
-
-    private let entry = Mutex<Entry?>(nil)
-
-    /// The kept list, if it is what a fresh read at `now` of `state` would return: same state
-    /// (every append changes it), same limit, and no expiry passed since it was read.
-    func list(state: ProjectionState, limit: Int, now: Int64) -> WidgetList? {
-        entry.withLock { e in
-            guard let e, e.state == state, e.limit == limit, e.now <= now else { return nil }
-            if let next = e.list.nextExpiry, now >= next.micros { return nil }
-            return e.list
-        }
-    }
-
-    func keep(_ list: WidgetList, state: ProjectionState, limit: Int, now: Int64) {
-        entry.withLock { $0 = Entry(state: state, limit: limit, now: now, list: list) }
     }
 }

@@ -1,0 +1,15 @@
+extension Ledger {
+    /// Writes a compacted copy of the whole environment into `directory` (created if missing,
+    /// must be empty): LMDB's compacting copy, the offline way to shrink a ledger's file.
+    public func compactCopy(to directory: String) throws(LedgerError) {
+        if let code = FileSystem.createDirectories(directory) {
+            throw .storage(path: directory, operation: "create directory", code: code, message: FileSystem.errorMessage(code))
+        }
+        guard FileSystem.entries(of: directory)?.isEmpty ?? false else {
+            throw .notALedger(path: directory, reason: "the copy's directory must be empty")
+        }
+        do { try environment.copy(to: directory, flags: .compact) } catch {
+            throw LedgerError.from(error, path: directory, operation: "compacting copy")
+        }
+    }
+}
