@@ -25,25 +25,21 @@ struct Append: ParsableCommand {
     @Option(help: "Lines per transaction.")
     var batch = 1
 
-    @Option(help: "Commit durability: durable, singleSync or none.")
-    var durability: String = "durable"
+    @Option(help: "Commit durability (raised to the ledger's durability floor if weaker).")
+    var durability: LedgerDurability = .durable
 
     @Option(name: .customLong("write-timeout"), help: "Seconds to wait for another process's write before failing (exit 4).")
     var writeTimeout: Double = 5
 
     func validate() throws {
         guard batch >= 1 else { throw ValidationError("--batch must be at least 1") }
-        guard LedgerDurability(rawValue: durability) != nil else {
-            throw ValidationError("--durability must be one of durable, singleSync, none")
-        }
         guard !location.readOnly else { throw ValidationError("append cannot run with --read-only") }
         guard writeTimeout.isFinite, writeTimeout >= 0 else { throw ValidationError("--write-timeout must be a number of seconds, 0 or more") }
     }
 
     func run() throws {
-        let mode = LedgerDurability(rawValue: durability) ?? .durable
         let ledger = try openLedger(location, role: origin, writes: true, create: true) {
-            $0.durability = mode
+            $0.durability = durability
             $0.writeTimeout = writeTimeout
         }
         var pending: [NewEvent] = []

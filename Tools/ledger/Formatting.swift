@@ -9,6 +9,12 @@ enum Style {
     static func good(_ text: String) -> String { paint(text, "32") }
     static func warn(_ text: String) -> String { paint(text, "33") }
     static func bad(_ text: String) -> String { paint(text, "31;1") }
+
+    /// The width human output keeps to.
+    static let width = 80
+
+    /// `line` cut to ``width`` columns, with `…` where it was cut.
+    static func fit(_ line: String) -> String { line.count <= width ? line : String(line.prefix(width - 1)) + "…" }
 }
 
 enum Units {
@@ -65,7 +71,7 @@ enum Units {
                 line += piece
             }
         }
-        lines.append(line.count <= 80 ? line : String(line.prefix(79)) + "…")
+        lines.append(Style.fit(line))
         return lines
     }
 }

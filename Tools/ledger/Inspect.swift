@@ -112,7 +112,7 @@ struct Inspect: ParsableCommand {
             lines.append("  consumers")
             for c in s.consumers {
                 let line = "    \(c.name) at \(c.cursor), lag \(c.lag), seen \(Units.duration(micros: now - c.lastSeen.micros)) ago"
-                lines.append(line.count <= 80 ? line : String(line.prefix(79)) + "…")
+                lines.append(Style.fit(line))
             }
         }
         if let c = s.lastCompaction {
@@ -125,7 +125,7 @@ struct Inspect: ParsableCommand {
             lines.append("  widget     badge \(widget.badge) · \(widget.unreadCount) unread · \(widget.pendingActions) pending actions")
             for item in widget.items {
                 let row = "    \(item.read ? " " : "•") \(item.title)"
-                lines.append(row.count <= 80 ? row : String(row.prefix(79)) + "…")
+                lines.append(Style.fit(row))
             }
         }
         if !recent.isEmpty {

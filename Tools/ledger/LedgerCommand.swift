@@ -7,11 +7,8 @@ struct LedgerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ledger",
         abstract: "Inspect and operate an inbox & badge ledger.",
-        discussion: """
-            A ledger is a directory holding an LMDB environment that several processes append
-            events to. Exit codes: 0 ok, 1 invalid input or problems found, 2 usage,
-            3 cannot open the ledger, 4 storage failure.
-            """,
+        discussion: "A ledger is a directory holding an LMDB environment that several processes append events to. "
+            + "Exit codes: 0 ok, 1 invalid input or problems found, 2 usage, 3 cannot open the ledger, 4 storage failure.",
         subcommands: [Inspect.self, Append.self, Events.self, Widget.self, Consume.self, ConsumersCommand.self, Compact.self, Verify.self, Simulate.self, SimulateRole.self]
     )
 
@@ -33,6 +30,9 @@ struct LedgerCommand: AsyncParsableCommand {
         }
     }
 }
+
+/// `--durability durable|singleSync|none`.
+extension LedgerDurability: ExpressibleByArgument {}
 
 /// Options shared by every subcommand that opens a ledger.
 struct LedgerLocation: ParsableArguments {

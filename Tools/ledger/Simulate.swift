@@ -45,19 +45,19 @@ struct Simulate: AsyncParsableCommand {
         do { _ = try ledger.consumer(named: "host-app") } catch { throw fail(error) }
         let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
         let me = FileManager.default.isExecutableFile(atPath: executable) ? executable : CommandLine.arguments[0]
-        func spawn(_ role: String, _ extra: [String] = []) throws -> Process {
+        func spawn(_ role: SimulationRole, _ extra: [String] = []) throws -> Process {
             let p = Process()
             p.executableURL = URL(fileURLWithPath: me)
-            p.arguments = ["_role", role, location.path, "--seed", String(seed)] + extra
+            p.arguments = ["_role", role.rawValue, location.path, "--seed", String(seed)] + extra
             p.standardOutput = FileHandle.nullDevice
             try p.run()
             return p
         }
         let startHead = (try? ledger.headSequence()) ?? 0
-        var writers = [try spawn("app"), try spawn("notification-service")]
-        for w in 0..<widgets { writers.append(try spawn("widget", ["--name", "widget-\(w + 1)"])) }
-        let host = try spawn("host")
-        let compactor = try spawn("compactor")
+        var writers = [try spawn(.app), try spawn(.notificationService)]
+        for w in 0..<widgets { writers.append(try spawn(.widget, ["--name", "widget-\(w + 1)"])) }
+        let host = try spawn(.host)
+        let compactor = try spawn(.compactor)
         emit("Simulating on \(location.path): app, \(widgets) widgets, notification service, host consumer, compactor")
         emit("   time      head   events/s  pending  badge  unread")
 
@@ -111,11 +111,23 @@ struct Simulate: AsyncParsableCommand {
     }
 }
 
+/// The processes of the simulation: a closed set.
+enum SimulationRole: String, CaseIterable, ExpressibleByArgument {
+    case app
+    case widget
+    case notificationService = "notification-service"
+    case host
+    case compactor
+
+    /// The origin role its events carry (the host app's consumer appends as the app).
+    var origin: String { self == .host ? SimulationRole.app.rawValue : rawValue }
+}
+
 /// One role of the simulation, run by `ledger simulate` in its own process (not for humans).
 struct SimulateRole: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "_role", shouldDisplay: false)
 
-    @Argument var role: String
+    @Argument var role: SimulationRole
     @Argument var path: String
     @Option var seed: UInt64 = 1
     @Option var name = "widget"
@@ -125,23 +137,22 @@ struct SimulateRole: AsyncParsableCommand {
     var pauseMicros: UInt32 = 0
 
     func run() async throws {
-        var rng = SimulationRandom(seed: (role + name).utf8.reduce(seed) { $0 &* 31 &+ UInt64($1) })
-        var options = LedgerOptions(role: role == "host" ? "app" : role)
-        options.durability = role == "compactor" ? .none : .durable
+        var rng = SimulationRandom(seed: (role.rawValue + name).utf8.reduce(seed) { $0 &* 31 &+ UInt64($1) })
+        var options = LedgerOptions(role: role.origin)
+        options.durability = role == .compactor ? .singleSync : .durable
         let ledger: Ledger
         do { ledger = try Ledger(path: path, options: options) } catch { throw fail(error) }
         do {
             switch role {
-            case "app": try app(ledger, &rng)
-            case "widget": try widget(ledger, &rng)
-            case "notification-service": try notification(ledger, &rng)
-            case "host": try await hostConsumer(ledger)
-            case "compactor":
+            case .app: try app(ledger, &rng)
+            case .widget: try widget(ledger, &rng)
+            case .notificationService: try notification(ledger, &rng)
+            case .host: try await hostConsumer(ledger)
+            case .compactor:
                 var policy = CompactionPolicy()
                 policy.triggerEvents = 2_000
                 policy.retainedTail = 500
                 try await Compactor(ledger: ledger, policy: policy).run(checkEvery: .seconds(1))
-            default: throw ValidationError("unknown role \(role)")
             }
         } catch let error as LedgerError {
             throw fail(error)

@@ -59,13 +59,13 @@ struct Widget: ParsableCommand {
         for item in list.items {
             let date = String(item.sentAt.iso8601.prefix(16)).replacingOccurrences(of: "T", with: " ")
             let row = "  \(item.read ? " " : "•") \(date)  \(item.title)"
-            lines.append(row.count <= 80 ? row : String(row.prefix(79)) + "…")
+            lines.append(Style.fit(row))
         }
         if !actions.isEmpty {
             lines.append("  pending actions")
             for action in actions.prefix(10) {
                 let row = "    #\(action.sequence) \(action.kind) \(action.target ?? action.name ?? "") (\(action.actionID), from \(action.origin))"
-                lines.append(row.count <= 80 ? row : String(row.prefix(79)) + "…")
+                lines.append(Style.fit(row))
             }
         }
         emit(lines.joined(separator: "\n"))
