@@ -23,6 +23,7 @@
         return run(target, Array(input.dropFirst()))
     }
 
+    /// Feeds `bytes` to `target` and returns what happened, one word per check (the fuzzer and the corpus tests compare it).
     public static func run(_ target: Target, _ bytes: [UInt8]) -> String {
         switch target {
         case .record:

@@ -58,6 +58,7 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
     /// (please report it) or an error of a type it does not know.
     case unexpected(path: String, operation: String, reason: String)
 
+    /// What happened and where, in one line a person can act on.
     public var description: String {
         switch self {
         case .notALedger(let path, let reason): "\(path): not a ledger: \(reason)"

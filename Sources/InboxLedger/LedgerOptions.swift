@@ -82,6 +82,7 @@ public struct LedgerOptions: Sendable {
     /// (docs/operations.md gives the cost). nil: stay open while a handle exists.
     public var closesWhenIdle: Double?
 
+    /// Options for a process that records its events as `role` (1–64 bytes), with every other option at its default.
     public init(role: String = "app") {
         self.role = role
     }

@@ -2,6 +2,7 @@ import LMDB
 
 /// A snapshot of a ledger's contents and of its LMDB environment, for `ledger inspect`.
 public struct LedgerStatistics: Sendable, Hashable {
+    /// Identity, format and durability floor of the ledger.
     public var metadata: LedgerMetadata
     /// Last sequence ever appended.
     public var headSequence: UInt64
@@ -31,6 +32,7 @@ public struct LedgerStatistics: Sendable, Hashable {
     public var readers: [Reader]
     /// Pages used by the log and by all tables together (branch, leaf, overflow).
     public var logPages: Int
+    /// Pages used by all tables together.
     public var totalPages: Int
     /// Snapshots, oldest first.
     public var snapshots: [SnapshotInfo]
@@ -41,14 +43,21 @@ public struct LedgerStatistics: Sendable, Hashable {
 
     /// What the last finished compaction did.
     public struct CompactionSummary: Sendable, Hashable {
+        /// When it finished.
         public var finishedAt: Timestamp
+        /// The snapshot the trimmed log rests on.
         public var snapshotSequence: UInt64
+        /// The last sequence trimmed.
         public var trimmedThrough: UInt64
+        /// Events it deleted.
         public var eventsTrimmed: Int
+        /// How long it took.
         public var seconds: Double
     }
 
+    /// One held reader slot.
     public struct Reader: Sendable, Hashable {
+        /// The process holding it.
         public var pid: Int32
         /// LMDB transaction the reader is on, if it is reading now.
         public var transactionID: Int?

@@ -14,6 +14,7 @@ public struct Database: Hashable, Sendable, CustomStringConvertible {
         self.handle = handle
     }
 
+    /// `database 'name'`.
     public var description: String { "database '\(name)'" }
 }
 

@@ -39,6 +39,7 @@ public struct EnvironmentConfiguration: Sendable {
     /// reopens it. Set by the first opener of the directory in this process.
     public var closeWhenIdleMilliseconds: Int?
 
+    /// The defaults: read-write, durable, 32 MiB initial map, 126 reader slots.
     public init() {}
 }
 

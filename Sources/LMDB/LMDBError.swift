@@ -21,6 +21,7 @@ public struct LMDBError: Error, RawRepresentable, Hashable, Sendable, CustomStri
     /// The C return code: one of the `MDB_*` codes (negative) or an `errno` value (positive).
     public let rawValue: Int32
 
+    /// The error of C return code `rawValue`.
     public init(rawValue: Int32) { self.rawValue = rawValue }
 
     /// The library's own message for this code (`mdb_strerror`), or this layer's for its own codes.
@@ -31,6 +32,7 @@ public struct LMDBError: Error, RawRepresentable, Hashable, Sendable, CustomStri
         return String(cString: cString)
     }
 
+    /// The code and its message.
     public var description: String { "LMDB error \(rawValue): \(message)" }
 
     /// `MDB_KEYEXIST`: key/data pair already exists.

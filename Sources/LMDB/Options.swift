@@ -9,7 +9,9 @@ import CLMDB
 /// `MDB_NOTLS` always (docs/lmdb.md rule 2); `MDB_NOLOCK`, `MDB_WRITEMAP` and `MDB_MAPASYNC`
 /// never. They are named (internally) so that every C constant is checked by a test.
 public struct EnvironmentFlags: OptionSet, Sendable, Hashable {
+    /// The C flag bits.
     public let rawValue: UInt32
+    /// Flags from their C bits.
     public init(rawValue: UInt32) { self.rawValue = rawValue }
 
     /// `MDB_FIXEDMAP`: map at a fixed address (experimental).
@@ -38,7 +40,9 @@ public struct EnvironmentFlags: OptionSet, Sendable, Hashable {
 
 /// Flags for opening a named database (`mdb_dbi_open`).
 public struct DatabaseFlags: OptionSet, Sendable, Hashable {
+    /// The C flag bits.
     public let rawValue: UInt32
+    /// Flags from their C bits.
     public init(rawValue: UInt32) { self.rawValue = rawValue }
 
     /// `MDB_REVERSEKEY`: compare keys from the end.
@@ -59,7 +63,9 @@ public struct DatabaseFlags: OptionSet, Sendable, Hashable {
 
 /// Flags for `mdb_put` and `mdb_cursor_put`.
 public struct WriteFlags: OptionSet, Sendable, Hashable {
+    /// The C flag bits.
     public let rawValue: UInt32
+    /// Flags from their C bits.
     public init(rawValue: UInt32) { self.rawValue = rawValue }
 
     /// `MDB_NOOVERWRITE`: fail with ``LMDBError/keyExists`` if the key exists.
@@ -82,7 +88,9 @@ public struct WriteFlags: OptionSet, Sendable, Hashable {
 
 /// Flags for ``Environment/copy(to:flags:)`` (`mdb_env_copy2`).
 public struct CopyFlags: OptionSet, Sendable, Hashable {
+    /// The C flag bits.
     public let rawValue: UInt32
+    /// Flags from their C bits.
     public init(rawValue: UInt32) { self.rawValue = rawValue }
 
     /// `MDB_CP_COMPACT`: omit free pages and renumber, producing a smaller file.

@@ -145,9 +145,12 @@ public final class Transaction {
 
 /// A key and value copied out of the map.
 public struct Entry: Hashable, Sendable {
+    /// The key, copied out of the map.
     public var key: [UInt8]
+    /// The value, copied out of the map.
     public var value: [UInt8]
 
+    /// An entry of `key` and `value`.
     public init(key: [UInt8], value: [UInt8]) {
         self.key = key
         self.value = value

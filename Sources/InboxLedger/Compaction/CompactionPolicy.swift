@@ -28,6 +28,7 @@ public struct CompactionPolicy: Sendable, Hashable {
     /// event is trimmed (and always while the event is in the log).
     public var keyRetentionSeconds: Double = 7 * 86_400
 
+    /// The default policy (the values above).
     public init() {}
 }
 
@@ -42,6 +43,7 @@ public struct CompactionReport: Sendable, Hashable {
         /// Another compactor (process `pid`) holds the compaction lease.
         case anotherCompactor(pid: Int32)
 
+        /// What the blocker is, in a sentence.
         public var description: String {
             switch self {
             case .consumer(let name, let cursor): "consumer '\(name)' has read only up to \(cursor)"
@@ -73,7 +75,8 @@ public struct CompactionReport: Sendable, Hashable {
     public var blockers: [Blocker]
     /// Consumers whose lease expired: no longer protected, they will get a gap error.
     public var expiredConsumers: [String]
-    /// The log's first sequence and head afterwards.
+    /// The log's first sequence afterwards.
     public var firstSequence: UInt64
+    /// The log's head afterwards.
     public var headSequence: UInt64
 }

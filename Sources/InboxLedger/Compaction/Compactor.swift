@@ -27,11 +27,14 @@ public final class Compactor: Sendable {
         case leased, snapshotWritten, chunkTrimmed, keysSwept, snapshotsPruned, finished
     }
 
+    /// The ledger it compacts.
     public let ledger: Ledger
+    /// What it keeps and when it runs.
     public let policy: CompactionPolicy
     let faultHook: (@Sendable (Phase) -> Void)?
     private let token: UInt64
 
+    /// A compactor of `ledger` with `policy`; it writes nothing until ``runOnce(dryRun:)`` or ``run(checkEvery:)``.
     public convenience init(ledger: Ledger, policy: CompactionPolicy = CompactionPolicy()) {
         self.init(ledger: ledger, policy: policy, faultHook: nil)
     }

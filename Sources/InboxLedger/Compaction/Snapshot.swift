@@ -4,6 +4,7 @@ import LMDB
 public struct SnapshotInfo: Hashable, Sendable {
     /// The projections equal a replay of every event up to and including this sequence.
     public var sequence: UInt64
+    /// When it was written.
     public var createdAt: Timestamp
     /// Projection rows in the snapshot.
     public var rows: Int

@@ -25,6 +25,7 @@ struct ConsumerRecord: Hashable, Sendable {
 
 /// What `ledger consumers` and ``Ledger/consumers()`` report about one consumer.
 public struct ConsumerInfo: Hashable, Sendable {
+    /// Its name.
     public var name: String
     /// The last sequence it handled.
     public var cursor: UInt64
@@ -32,6 +33,7 @@ public struct ConsumerInfo: Hashable, Sendable {
     public var lag: UInt64
     /// Its last commit or heartbeat.
     public var lastSeen: Timestamp
+    /// When it was registered.
     public var createdAt: Timestamp
 }
 

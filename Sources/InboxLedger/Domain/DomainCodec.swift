@@ -123,6 +123,7 @@ protocol BuiltInPayload: Encodable {
 }
 
 extension BuiltInPayload {
+    /// Encodes the payload exactly as the ledger stores it (``DomainEvent/newEvent(key:)``).
     public func encode(to encoder: any Encoder) throws { try json.encode(to: encoder) }
 }
 

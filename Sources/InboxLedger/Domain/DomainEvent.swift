@@ -1,15 +1,23 @@
 /// A message as the server lists it, carried by ``InboxSync``.
 public struct InboxMessage: Hashable, Sendable, Encodable {
+    /// The server's message id (1–200 bytes).
     public var id: String
+    /// Its title.
     public var title: String
+    /// Its second line.
     public var subheading: String?
+    /// URL of its icon.
     public var iconURL: String?
+    /// When the server sent it (the widget lists newest first).
     public var sentAt: Timestamp
+    /// When it leaves the list.
     public var expiresAt: Timestamp?
     /// The server's read flag; `nil` keeps what the ledger knew (new messages: unread).
     public var read: Bool?
+    /// Application-defined strings, kept and shown as they are.
     public var extras: [String: String]?
 
+    /// A message; only `id`, `title` and `sentAt` are required.
     public init(id: String, title: String, subheading: String? = nil, iconURL: String? = nil, sentAt: Timestamp,
                 expiresAt: Timestamp? = nil, read: Bool? = nil, extras: [String: String]? = nil) {
         self.id = id
@@ -26,6 +34,7 @@ public struct InboxMessage: Hashable, Sendable, Encodable {
 
 /// `inbox.synced`: the host app's view of the server inbox after a fetch.
 public struct InboxSync: Hashable, Sendable, Encodable {
+    /// How the list relates to what the ledger holds.
     public enum Mode: String, Hashable, Sendable, Codable {
         /// Authoritative: messages missing from the list are removed.
         case full
@@ -33,10 +42,14 @@ public struct InboxSync: Hashable, Sendable, Encodable {
         case delta
     }
 
+    /// Full or delta.
     public var mode: Mode
+    /// The messages listed (ids unique).
     public var messages: [InboxMessage]
+    /// Ids to remove (delta syncs).
     public var removed: [String]
 
+    /// A sync of `messages`; `removed` only for delta syncs.
     public init(mode: Mode, messages: [InboxMessage], removed: [String] = []) {
         self.mode = mode
         self.messages = messages
@@ -47,9 +60,12 @@ public struct InboxSync: Hashable, Sendable, Encodable {
 
 /// `message.read`: read state changed locally (widget, app).
 public struct ReadChange: Hashable, Sendable, Encodable {
+    /// The messages changed.
     public var ids: [String]
+    /// Read (`true`) or unread.
     public var read: Bool
 
+    /// Marks `ids` read or unread.
     public init(ids: [String], read: Bool) {
         self.ids = ids
         self.read = read
@@ -59,6 +75,7 @@ public struct ReadChange: Hashable, Sendable, Encodable {
 
 /// `widget.action`: an action tapped in a widget, for the host app to carry out.
 public struct WidgetAction: Hashable, Sendable, Encodable {
+    /// What the action does.
     public enum Kind: String, Hashable, Sendable, Codable, CaseIterable {
         /// Marks `target` read at once (the widget and badge are right before the host runs).
         case markRead
@@ -69,12 +86,18 @@ public struct WidgetAction: Hashable, Sendable, Encodable {
         case custom
     }
 
+    /// An id the widget chooses, unique per action (a retry reuses it).
     public var actionID: String
+    /// What the action does.
     public var kind: Kind
+    /// The message or task it acts on (required for `markRead` and `openMessage`).
     public var target: String?
+    /// The application-defined name (required for `custom`).
     public var name: String?
+    /// Application-defined JSON, kept as it is.
     public var payload: JSONValue?
 
+    /// An action; see ``Kind`` for which fields each kind needs.
     public init(actionID: String, kind: Kind, target: String? = nil, name: String? = nil, payload: JSONValue? = nil) {
         self.actionID = actionID
         self.kind = kind
@@ -87,14 +110,19 @@ public struct WidgetAction: Hashable, Sendable, Encodable {
 
 /// `action.completed`: the host app acknowledges an action it carried out.
 public struct ActionCompletion: Hashable, Sendable, Encodable {
+    /// How the host app finished an action.
     public enum Outcome: String, Hashable, Sendable, Codable, CaseIterable {
         case done, failed, discarded
     }
 
+    /// The action's id.
     public var actionID: String
+    /// Done, failed or discarded.
     public var outcome: Outcome
+    /// Why, for a person (optional).
     public var reason: String?
 
+    /// The host app's outcome for action `actionID`.
     public init(actionID: String, outcome: Outcome, reason: String? = nil) {
         self.actionID = actionID
         self.outcome = outcome

@@ -20,6 +20,7 @@ public enum JSONValue: Hashable, Sendable, Codable {
         else { self = .object(try c.decode([String: JSONValue].self)) }
     }
 
+    /// Encodes the value as the JSON it is.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.singleValueContainer()
         switch self {

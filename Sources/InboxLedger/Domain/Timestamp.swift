@@ -4,8 +4,10 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
     /// Microseconds since 1970-01-01T00:00:00Z.
     public var micros: Int64
 
+    /// The instant `micros` microseconds after 1970-01-01T00:00:00Z.
     public init(micros: Int64) { self.micros = micros }
 
+    /// Earlier instants sort first.
     public static func < (a: Timestamp, b: Timestamp) -> Bool { a.micros < b.micros }
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; `nil` if it is not exactly that.
@@ -89,6 +91,7 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
         return text + "Z"
     }
 
+    /// The ISO 8601 form.
     public var description: String { iso8601 }
 
     static func daysIn(month: Int, year: Int) -> Int {

@@ -11,11 +11,13 @@ public struct Origin: Hashable, Sendable, CustomStringConvertible {
     /// The writer's process ID.
     public var pid: Int32
 
+    /// The origin `role` of process `pid` (this process by default).
     public init(role: String, pid: Int32 = getpid()) {
         self.role = role
         self.pid = pid
     }
 
+    /// `role[pid]`.
     public var description: String { "\(role)[\(pid)]" }
 }
 
@@ -34,6 +36,7 @@ public struct NewEvent: Hashable, Sendable {
     /// and payload again returns the original sequence number and writes nothing.
     public var key: String?
 
+    /// An event of `type` with `payload` bytes, and an optional idempotency key.
     public init(type: String, payload: [UInt8], key: String? = nil) {
         self.type = type
         self.payload = payload
@@ -56,6 +59,7 @@ public struct Event: Hashable, Sendable {
     /// The payload bytes.
     public var payload: [UInt8]
 
+    /// A stored event as read back from the log.
     public init(sequence: UInt64, timestampMicros: Int64, origin: Origin, type: String, key: String?, payload: [UInt8]) {
         self.sequence = sequence
         self.timestampMicros = timestampMicros

@@ -3,11 +3,17 @@ import LMDB
 
 /// One row of the widget's list.
 public struct WidgetItem: Hashable, Sendable {
+    /// The message id.
     public var id: String
+    /// Its title.
     public var title: String
+    /// Its second line, if any.
     public var subheading: String?
+    /// Its icon, if any.
     public var iconURL: String?
+    /// When the server sent it (the list is newest first).
     public var sentAt: Timestamp
+    /// When it disappears from the list, if ever.
     public var expiresAt: Timestamp?
     /// Read as the user sees it (a local change wins until the server agrees).
     public var read: Bool
@@ -33,12 +39,19 @@ public struct WidgetList: Hashable, Sendable {
 
 /// A message with both read flags (``Ledger/message(id:)``).
 public struct MessageState: Hashable, Sendable {
+    /// The message id.
     public var id: String
+    /// Its title.
     public var title: String
+    /// Its second line, if any.
     public var subheading: String?
+    /// Its icon, if any.
     public var iconURL: String?
+    /// When the server sent it.
     public var sentAt: Timestamp
+    /// When it expires, if ever.
     public var expiresAt: Timestamp?
+    /// Application-defined strings the server attached.
     public var extras: [String: String]
     /// The server's flag, from the last sync that carried one.
     public var serverRead: Bool
@@ -54,14 +67,19 @@ public struct MessageState: Hashable, Sendable {
 public struct PendingAction: Hashable, Sendable {
     /// Sequence of the `widget.action` event.
     public var sequence: UInt64
+    /// The id the widget gave the action.
     public var actionID: String
+    /// `markRead`, `markTaskDone`, `openMessage` or `custom` (``WidgetAction/Kind``).
     public var kind: String
+    /// What it acts on, if anything.
     public var target: String?
+    /// The application-defined name of a `custom` action.
     public var name: String?
     /// The action's payload as canonical JSON (empty if none).
     public var payload: [UInt8]
     /// Role of the process that recorded it.
     public var origin: String
+    /// When it was appended.
     public var recordedAt: Timestamp
 }
 

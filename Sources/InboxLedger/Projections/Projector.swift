@@ -9,6 +9,7 @@ public enum ProjectionNote: Hashable, Sendable, CustomStringConvertible {
     /// `message.read` (or a `markRead` action) naming messages the inbox does not hold (ignored).
     case unknownMessages(ids: [String], sequence: UInt64)
 
+    /// What the projection noticed, in a sentence.
     public var description: String {
         switch self {
         case .unknownAction(let id, let seq): "event \(seq): action '\(id)' is unknown; nothing to complete"

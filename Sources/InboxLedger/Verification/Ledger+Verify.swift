@@ -24,6 +24,7 @@ public struct VerificationReport: Sendable, Hashable {
         /// The reader table in `lock.mdb` could not be read.
         case unreadableReaderTable(reason: String)
 
+        /// The finding, precisely enough to act on.
         public var description: String {
             switch self {
             case .corruptRecord(let s, let r): "record \(s): \(r)"
@@ -48,6 +49,7 @@ public struct VerificationReport: Sendable, Hashable {
         /// Rows of a snapshot whose deletion was interrupted (the next compaction removes them).
         case incompleteSnapshot(sequence: UInt64)
 
+        /// The warning in a sentence.
         public var description: String {
             switch self {
             case .consumerBehindLog(let n, let c, let f): "consumer '\(n)' is at \(c) but the log starts at \(f): it will need to rebase"
@@ -57,11 +59,17 @@ public struct VerificationReport: Sendable, Hashable {
         }
     }
 
+    /// Records read and checked.
     public var eventsChecked: Int
+    /// The first sequence in the log.
     public var firstSequence: UInt64
+    /// The last sequence assigned.
     public var headSequence: UInt64
+    /// Snapshots read back.
     public var snapshotsChecked: Int
+    /// Damage found; empty when healthy.
     public var findings: [Finding]
+    /// Things worth knowing that are not damage.
     public var warnings: [Warning]
 
     /// No finding.

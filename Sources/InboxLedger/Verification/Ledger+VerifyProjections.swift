@@ -11,6 +11,7 @@ public struct ProjectionMismatch: Hashable, Sendable, CustomStringConvertible {
     /// What is stored (nil: no such row).
     public var actual: [UInt8]?
 
+    /// Which row differs, and how.
     public var description: String {
         let what = expected == nil ? "is stored but a rebuild has no such row" : actual == nil ? "is missing" : "differs from a rebuild"
         return "projection '\(table)' row '\(key)' \(what)"
