@@ -67,7 +67,11 @@ let package = Package(
         // Power-cut exploration: records what processes write and sync (CIORecorder, loaded
         // with LD_PRELOAD), builds the files a power cut could leave, checks each (docs/reliability.md).
         .target(name: "CIORecorder", path: "Sources/CIORecorder", linkerSettings: [.linkedLibrary("dl")]),
-        .executableTarget(name: "ledger-crash-states", dependencies: ["InboxLedger", "TestSupport"], path: "Tools/ledger-crash-states"),
+        .executableTarget(
+            name: "ledger-crash-states",
+            dependencies: ["InboxLedger", "TestSupport", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Tools/ledger-crash-states"
+        ),
         // libFuzzer target for the decoders of untrusted bytes, and its corpus replayer (`make fuzz`).
         .executableTarget(name: "ledger-fuzz", dependencies: ["InboxLedger"], path: "Tools/ledger-fuzz"),
         // W5's cold reader: a process as small as a widget's (no Foundation, only its essentials).

@@ -113,37 +113,27 @@ static void recorded(int fd, ssize_t written, const struct iovec *iov, int count
     else emit(1, kind == KIND_DATA_DSYNC ? 1 : 0, (uint64_t)offset, trimmed, n);
 }
 
-int open(const char *path, int flags, ...) {
-    REAL(open, open_fn);
-    va_list ap; va_start(ap, flags); int mode = va_arg(ap, int); va_end(ap);
-    int fd = real_open(path, flags, mode);
-    track(fd, path, flags);
-    return fd;
-}
-
-int open64(const char *path, int flags, ...) {
-    REAL(open64, open_fn);
-    va_list ap; va_start(ap, flags); int mode = va_arg(ap, int); va_end(ap);
-    int fd = real_open64(path, flags, mode);
-    track(fd, path, flags);
-    return fd;
-}
-
-int openat(int dirfd, const char *path, int flags, ...) {
-    REAL(openat, openat_fn);
-    va_list ap; va_start(ap, flags); int mode = va_arg(ap, int); va_end(ap);
-    int fd = real_openat(dirfd, path, flags, mode);
-    track(fd, path, flags);
-    return fd;
-}
-
-int openat64(int dirfd, const char *path, int flags, ...) {
-    REAL(openat64, openat_fn);
-    va_list ap; va_start(ap, flags); int mode = va_arg(ap, int); va_end(ap);
-    int fd = real_openat64(dirfd, path, flags, mode);
-    track(fd, path, flags);
-    return fd;
-}
+// open and openat, each under both names glibc may export.
+#define INTERPOSE_OPEN(name) \
+    int name(const char *path, int flags, ...) { \
+        REAL(name, open_fn); \
+        va_list ap; va_start(ap, flags); int mode = va_arg(ap, int); va_end(ap); \
+        int fd = real_##name(path, flags, mode); \
+        track(fd, path, flags); \
+        return fd; \
+    }
+#define INTERPOSE_OPENAT(name) \
+    int name(int dirfd, const char *path, int flags, ...) { \
+        REAL(name, openat_fn); \
+        va_list ap; va_start(ap, flags); int mode = va_arg(ap, int); va_end(ap); \
+        int fd = real_##name(dirfd, path, flags, mode); \
+        track(fd, path, flags); \
+        return fd; \
+    }
+INTERPOSE_OPEN(open)
+INTERPOSE_OPEN(open64)
+INTERPOSE_OPENAT(openat)
+INTERPOSE_OPENAT(openat64)
 
 int close(int fd) {
     REAL(close, close_fn);
@@ -160,40 +150,31 @@ ssize_t write(int fd, const void *buf, size_t count) {
     return n;
 }
 
-ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset) {
-    REAL(pwrite, pwrite_fn);
-    ssize_t n = real_pwrite(fd, buf, count, offset);
-    struct iovec v = { (void *)buf, count };
-    recorded(fd, n, &v, 1, offset);
-    return n;
-}
-
-ssize_t pwrite64(int fd, const void *buf, size_t count, off_t offset) {
-    REAL(pwrite64, pwrite_fn);
-    ssize_t n = real_pwrite64(fd, buf, count, offset);
-    struct iovec v = { (void *)buf, count };
-    recorded(fd, n, &v, 1, offset);
-    return n;
-}
+// pwrite and pwritev at an explicit offset, each under both names.
+#define INTERPOSE_PWRITE(name) \
+    ssize_t name(int fd, const void *buf, size_t count, off_t offset) { \
+        REAL(name, pwrite_fn); \
+        ssize_t n = real_##name(fd, buf, count, offset); \
+        struct iovec v = { (void *)buf, count }; \
+        recorded(fd, n, &v, 1, offset); \
+        return n; \
+    }
+#define INTERPOSE_PWRITEV(name) \
+    ssize_t name(int fd, const struct iovec *iov, int count, off_t offset) { \
+        REAL(name, pwritev_fn); \
+        ssize_t n = real_##name(fd, iov, count, offset); \
+        recorded(fd, n, iov, count, offset); \
+        return n; \
+    }
+INTERPOSE_PWRITE(pwrite)
+INTERPOSE_PWRITE(pwrite64)
+INTERPOSE_PWRITEV(pwritev)
+INTERPOSE_PWRITEV(pwritev64)
 
 ssize_t writev(int fd, const struct iovec *iov, int count) {
     REAL(writev, writev_fn);
     off_t offset = (fd >= 0 && fd < MAX_FD && kinds[fd] != KIND_NONE) ? lseek(fd, 0, SEEK_CUR) : 0;
     ssize_t n = real_writev(fd, iov, count);
-    recorded(fd, n, iov, count, offset);
-    return n;
-}
-
-ssize_t pwritev(int fd, const struct iovec *iov, int count, off_t offset) {
-    REAL(pwritev, pwritev_fn);
-    ssize_t n = real_pwritev(fd, iov, count, offset);
-    recorded(fd, n, iov, count, offset);
-    return n;
-}
-
-ssize_t pwritev64(int fd, const struct iovec *iov, int count, off_t offset) {
-    REAL(pwritev64, pwritev_fn);
-    ssize_t n = real_pwritev64(fd, iov, count, offset);
     recorded(fd, n, iov, count, offset);
     return n;
 }

@@ -11,6 +11,7 @@
 // durable writer had acknowledged before the cut is present exactly once at its sequence
 // (and so is everything committed before it: LMDB's history is linear), and no batch is partial.
 // Exit status 0 when every state passed.
+import ArgumentParser
 import Foundation
 import InboxLedger
 import TestSupport
@@ -252,9 +253,6 @@ extension JSONValue {
 
 // MARK: - The exploration
 
-/// `--verbose`: print every typed error a state opened with.
-nonisolated(unsafe) var verbose = false
-
 struct Tally {
     var states = 0
     var ok = 0
@@ -264,7 +262,7 @@ struct Tally {
     var lost = 0
 }
 
-func explore(_ scenario: Scenario, root: String, cuts: Int, subsets: Int, rng: inout SeededGenerator) throws -> Tally {
+func explore(_ scenario: Scenario, root: String, cuts: Int, subsets: Int, verbose: Bool, rng: inout SeededGenerator) throws -> Tally {
     let dir = root + "/" + scenario.name
     try? FileManager.default.removeItem(atPath: dir)
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -355,34 +353,42 @@ func explore(_ scenario: Scenario, root: String, cuts: Int, subsets: Int, rng: i
     return tally
 }
 
+/// The explorer's options (the `write`, `compact` and `check` roles are its own child processes).
+struct ExploreOptions: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ledger-crash-states",
+        abstract: "Power-cut exploration: record what the ledger's processes write and sync, then check every file state a power cut could leave.")
+
+    @Flag(help: "A short exploration (what CI runs): 24 cut points per scenario, 2 random subsets per cut.")
+    var quick = false
+    @Option(help: "Cut points per scenario (at most).")
+    var cuts = 400
+    @Option(help: "Random page subsets of the unsynced writes per cut (besides all, none and a prefix).")
+    var subsets = 6
+    @Option(help: "Seed of the random subsets.")
+    var seed: UInt64 = 1
+    @Option(help: "Only these scenarios, comma-separated (unsafe-none runs only when named).")
+    var scenarios: String?
+    @Option(help: "Where to keep the recordings and any failing state.")
+    var directory = NSTemporaryDirectory() + "ledger-crash-states"
+    @Flag(help: "Print the typed error each such state opened with.")
+    var verbose = false
+}
+
 func mainExplore(_ arguments: ArraySlice<String>) throws -> Int32 {
-    var cuts = 400, subsets = 6, seed: UInt64 = 1
-    var only: Set<String>?
-    var root = NSTemporaryDirectory() + "ledger-crash-states"
-    var i = arguments.startIndex
-    func value() throws -> String {
-        i += 1
-        guard i < arguments.endIndex else { throw Failure("\(arguments[i - 1]) needs a value") }
-        return arguments[i]
+    let options: ExploreOptions
+    do { options = try ExploreOptions.parse(Array(arguments)) } catch {
+        ExploreOptions.exit(withError: error)  // usage and --help: ArgumentParser's message and exit code
     }
-    while i < arguments.endIndex {
-        switch arguments[i] {
-        case "--quick": cuts = 24; subsets = 2
-        case "--verbose": verbose = true
-        case "--cuts": cuts = Int(try value()) ?? cuts
-        case "--subsets": subsets = Int(try value()) ?? subsets
-        case "--seed": seed = UInt64(try value()) ?? seed
-        case "--scenarios": only = Set(try value().split(separator: ",").map(String.init))
-        case "--directory": root = try value()
-        default: throw Failure("unknown argument \(arguments[i]); usage: ledger-crash-states [--quick] [--cuts N] [--subsets N] [--seed N] [--scenarios a,b] [--directory PATH]")
-        }
-        i += 1
-    }
+    let (cuts, subsets) = options.quick ? (24, 2) : (options.cuts, options.subsets)
+    let only = options.scenarios.map { Set($0.split(separator: ",").map(String.init)) }
+    let root = options.directory
+    let seed = options.seed
     var rng = SeededGenerator(seed: seed)
     var total = Tally()
     let started = Date()
     for scenario in scenarios where only?.contains(scenario.name) ?? !scenario.unsafe {
-        let t = try explore(scenario, root: root, cuts: cuts, subsets: subsets, rng: &rng)
+        let t = try explore(scenario, root: root, cuts: cuts, subsets: subsets, verbose: options.verbose, rng: &rng)
         print("\(scenario.name.padding(toLength: 21, withPad: " ", startingAt: 0)) \(t.states) states: \(t.ok) ok, \(t.typed) typed errors, \(t.failures.count) failed")
         fflush(nil)
         total.states += t.states
