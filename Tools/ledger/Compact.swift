@@ -79,7 +79,7 @@ struct Compact: AsyncParsableCommand {
                 throw fail(error)
             }
             let size = (try? FileManager.default.attributesOfItem(atPath: copyTo + "/data.mdb")[.size] as? Int) ?? 0
-            emit(json ? try EventFormatting.json(["copyTo": copyTo, "fileBytes": size]) : "Wrote a compacted copy to \(copyTo) (data.mdb \(Units.bytes(size)))")
+            emit(json ? try jsonLine(CopyOutput(copyTo: copyTo, fileBytes: size)) : "Wrote a compacted copy to \(copyTo) (data.mdb \(Units.bytes(size)))")
             return
         }
         let compactor = Compactor(ledger: ledger, policy: policy)
@@ -90,26 +90,7 @@ struct Compact: AsyncParsableCommand {
         }
         let report: CompactionReport
         do { report = try compactor.runOnce(dryRun: dryRun) } catch { throw fail(error) }
-        emit(json ? try EventFormatting.json(Self.jsonObject(report)) : Self.human(report))
-    }
-
-    static func jsonObject(_ r: CompactionReport) -> [String: Any] {
-        [
-            "dryRun": r.dryRun,
-            "snapshotSequence": r.snapshotSequence as Any? ?? NSNull(),
-            "snapshotWritten": r.snapshotWritten,
-            "trimmedFrom": r.trimmed?.lowerBound as Any? ?? NSNull(),
-            "trimmedThrough": r.trimmed?.upperBound as Any? ?? NSNull(),
-            "eventsTrimmed": r.eventsTrimmed,
-            "keysForgotten": r.keysForgotten,
-            "snapshotsDeleted": r.snapshotsDeleted,
-            "chunks": r.chunks,
-            "seconds": r.seconds,
-            "blockers": r.blockers.map(\.description),
-            "expiredConsumers": r.expiredConsumers,
-            "firstSequence": r.firstSequence,
-            "headSequence": r.headSequence,
-        ]
+        emit(json ? try jsonLine(CompactionOutput(report)) : Self.human(report))
     }
 
     static func human(_ r: CompactionReport) -> String {

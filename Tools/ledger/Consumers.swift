@@ -31,7 +31,7 @@ struct Consume: ParsableCommand {
         do {
             let consumer = try ledger.consumer(named: name)
             let batch = try consumer.next(limit: limit)
-            for event in batch.events { emit(try EventFormatting.json(EventFormatting.jsonObject(event))) }
+            for event in batch.events { emit(try jsonLine(EventOutput(event))) }
             try consumer.commit(batch)
         } catch let error as LedgerError {
             throw fail(error)
@@ -96,13 +96,7 @@ struct ListConsumers: ParsableCommand {
         do { consumers = try ledger.consumers() } catch { throw fail(error) }
         let now = Timestamp.now
         if json {
-            let array = consumers.map { c -> [String: Any] in
-                [
-                    "name": c.name, "cursor": c.cursor, "lag": c.lag, "lastSeen": c.lastSeen.iso8601,
-                    "leaseAgeSeconds": Double(now.micros - c.lastSeen.micros) / 1_000_000,
-                ]
-            }
-            emit(try EventFormatting.json(array))
+            emit(try jsonLine(consumers.map { ConsumerOutput($0, now: now) }))
             return
         }
         if consumers.isEmpty {

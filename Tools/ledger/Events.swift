@@ -66,7 +66,7 @@ struct Events: AsyncParsableCommand {
                 }
                 if let before, event.sequence >= before { break }
                 guard matches(event) else { continue }
-                emit(json ? try EventFormatting.json(EventFormatting.jsonObject(event)) : EventFormatting.line(event, width: 80))
+                emit(json ? try jsonLine(EventOutput(event)) : EventFormatting.line(event, width: Style.width))
                 printed += 1
             }
         } catch let error as LedgerError {

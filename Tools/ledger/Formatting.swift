@@ -77,43 +77,11 @@ enum Units {
 }
 
 enum EventFormatting {
-    /// The payload as JSON if it is JSON, else `{"base64": …}`.
-    static func payloadValue(_ payload: [UInt8]) -> Any {
-        if let value = try? JSONSerialization.jsonObject(with: Data(payload), options: [.fragmentsAllowed]) { return value }
-        return ["base64": Data(payload).base64EncodedString()]
-    }
-
-    /// One line of canonical JSON (sorted keys).
-    static func json(_ value: Any) throws -> String {
-        let data = try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes])
-        return String(decoding: data, as: UTF8.self)
-    }
-
-    static func jsonObject(_ action: PendingAction) -> [String: Any] {
-        [
-            "sequence": action.sequence, "actionID": action.actionID, "kind": action.kind,
-            "target": action.target as Any? ?? NSNull(), "name": action.name as Any? ?? NSNull(),
-            "payload": action.payload.isEmpty ? NSNull() : payloadValue(action.payload),
-            "origin": action.origin, "recordedAt": action.recordedAt.iso8601,
-        ]
-    }
-
-    static func jsonObject(_ event: Event) -> [String: Any] {
-        [
-            "sequence": event.sequence,
-            "type": event.type,
-            "origin": ["role": event.origin.role, "pid": Int(event.origin.pid)],
-            "timestamp": Timestamp(micros: event.timestampMicros).iso8601,
-            "key": event.key as Any? ?? NSNull(),
-            "data": payloadValue(event.payload),
-        ]
-    }
-
     /// One line: `#42  widget[311]  message.read  {"ids":["m1"],"read":true}`, cut to `width`.
     static func line(_ event: Event, width: Int) -> String {
         let payload = String(decoding: event.payload.prefix(200), as: UTF8.self)
         let text = "#\(event.sequence)  \(event.origin)  \(event.type)  \(payload)"
-        return text.count <= width ? text : String(text.prefix(width - 1)) + "…"
+        return text.count <= width ? text : String(text.prefix(width - 1)) + "…"  // `width` may be narrower than Style.width
     }
 }
 

@@ -41,47 +41,10 @@ struct Inspect: ParsableCommand {
             throw fail(error)
         }
         if json {
-            emit(try jsonText(stats, recent: recent))
+            emit(try jsonLine(InspectOutput(stats, recent: recent)))
         } else {
             emit(humanText(stats, recent: recent, widget: widget, path: ledger.path))
         }
-    }
-
-    func jsonText(_ s: LedgerStatistics, recent: [Event]) throws -> String {
-        let object: [String: Any] = [
-            "formatVersion": Int(s.metadata.formatVersion),
-            "ledgerID": s.metadata.ledgerID,
-            "durabilityFloor": s.metadata.durabilityFloor.rawValue,
-            "createdAt": Timestamp(micros: s.metadata.createdAtMicros).iso8601,
-            "headSequence": s.headSequence,
-            "firstSequence": s.firstSequence,
-            "eventCount": s.eventCount,
-            "countsByType": s.countsByType,
-            "unknownTypes": s.countsByType.keys.filter { !DomainEvent.builtInTypes.contains($0) }.sorted(),
-            "countsByOrigin": s.countsByOrigin,
-            "idempotencyKeys": s.idempotencyKeys,
-            "fileBytes": s.fileBytes,
-            "mapBytes": s.mapBytes,
-            "usedBytes": s.usedBytes,
-            "pageSize": s.pageSize,
-            "maxReaders": s.maxReaders,
-            "readers": s.readers.map { ["pid": Int($0.pid), "transactionID": $0.transactionID as Any? ?? NSNull(), "alive": $0.isAlive] as [String: Any] },
-            "staleReaders": s.readers.filter { !$0.isAlive }.count,
-            "oldestReaderLag": s.oldestReaderLag as Any? ?? NSNull(),
-            "logPages": s.logPages,
-            "totalPages": s.totalPages,
-            "lastTransactionID": s.lastTransactionID,
-            "projectionsAppliedThrough": s.projectionsAppliedThrough,
-            "warnings": s.warnings,
-            "lastEvents": recent.map(EventFormatting.jsonObject),
-            "snapshots": s.snapshots.map { ["sequence": $0.sequence, "createdAt": $0.createdAt.iso8601, "rows": $0.rows, "bytes": $0.bytes] as [String: Any] },
-            "lastCompaction": s.lastCompaction.map {
-                ["finishedAt": $0.finishedAt.iso8601, "snapshotSequence": $0.snapshotSequence, "trimmedThrough": $0.trimmedThrough,
-                 "eventsTrimmed": $0.eventsTrimmed, "seconds": $0.seconds] as [String: Any]
-            } as Any? ?? NSNull(),
-            "consumers": s.consumers.map { ["name": $0.name, "cursor": $0.cursor, "lag": $0.lag, "lastSeen": $0.lastSeen.iso8601] as [String: Any] },
-        ]
-        return try EventFormatting.json(object)
     }
 
     func humanText(_ s: LedgerStatistics, recent: [Event], widget: WidgetList, path: String) -> String {

@@ -23,9 +23,8 @@ struct Verify: ParsableCommand {
         _ = Guarded.runInChild { signal in
             let finding = "reading the store through LMDB crashed the checking process (\(signal)): a page is damaged; see docs/reliability.md"
             if json {
-                let object: [String: Any] = ["healthy": false, "findings": [finding], "warnings": [String]()]
-                // Serialising a dictionary of strings and a bool cannot fail.
-                emit((try? EventFormatting.json(object)) ?? #"{"healthy":false}"#)
+                // Encoding a bool and strings cannot fail.
+                emit((try? jsonLine(VerifyOutput(damaged: [finding]))) ?? #"{"healthy":false}"#)
             } else {
                 emit(Style.bad("DAMAGED: \(location.path)") + "\n" + Style.bad("  problem: ") + finding)
             }
@@ -40,7 +39,7 @@ struct Verify: ParsableCommand {
             guard !pages.isEmpty else { throw fail(LedgerError.corruptStore(path: path, reason: reason)) }
             let findings = [reason] + pages
             if json {
-                emit(try EventFormatting.json(["healthy": false, "findings": findings, "warnings": [String]()] as [String: Any]))
+                emit(try jsonLine(VerifyOutput(damaged: findings)))
             } else {
                 emit(([Style.bad("DAMAGED: \(location.path)")] + findings.map { Style.bad("  problem: ") + $0 }).joined(separator: "\n"))
             }
@@ -51,12 +50,7 @@ struct Verify: ParsableCommand {
         let report: VerificationReport
         do { report = try ledger.verify() } catch { throw fail(error) }
         if json {
-            emit(try EventFormatting.json([
-                "healthy": report.isHealthy, "eventsChecked": report.eventsChecked,
-                "firstSequence": report.firstSequence, "headSequence": report.headSequence,
-                "snapshotsChecked": report.snapshotsChecked,
-                "findings": report.findings.map(\.description), "warnings": report.warnings.map(\.description),
-            ] as [String: Any]))
+            emit(try jsonLine(VerifyOutput(report)))
         } else {
             var lines = [report.isHealthy ? Style.good("OK: \(location.path) is healthy") : Style.bad("DAMAGED: \(location.path)")]
             lines.append("  \(report.eventsChecked) records checked (sequences \(report.firstSequence)–\(report.headSequence)), \(report.snapshotsChecked) snapshots")

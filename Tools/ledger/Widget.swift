@@ -36,20 +36,7 @@ struct Widget: ParsableCommand {
             throw fail(error)
         }
         if json {
-            let object: [String: Any] = [
-                "items": list.items.map { item -> [String: Any] in
-                    [
-                        "id": item.id, "title": item.title, "subheading": item.subheading as Any? ?? NSNull(),
-                        "iconURL": item.iconURL as Any? ?? NSNull(), "sentAt": item.sentAt.iso8601, "read": item.read,
-                    ]
-                },
-                "unreadCount": list.unreadCount,
-                "badge": list.badge,
-                "version": list.version,
-                "updatedAt": list.updatedAt?.iso8601 as Any? ?? NSNull(),
-                "pendingActions": actions.map(EventFormatting.jsonObject),
-            ]
-            emit(try EventFormatting.json(object))
+            emit(try jsonLine(WidgetOutput(list, actions: actions)))
             return
         }
         var lines = ["Widget \(location.path)"]
