@@ -192,7 +192,7 @@ public final class Ledger: Sendable {
                 throw .notALedger(path: path, reason: "\(name) is a \(kind), not a regular file")
             case .unreadable(let code):
                 throw .permissionDenied(path: path, reason: "cannot read data.mdb: \(FileSystem.errorMessage(code))")
-            case .notLMDB, .truncated, .damagedMeta:
+            case .notLMDB, .truncated, .damagedMeta, .damagedPage:
                 if attempts < 50, FileSystem.size(of: path + "/data.mdb").map({ $0 < 8192 }) ?? false {
                     usleep(20_000)
                     continue
@@ -200,7 +200,7 @@ public final class Ledger: Sendable {
                 switch probe {
                 case .truncated(let size, let required):
                     throw .corruptStore(path: path, reason: "data.mdb is truncated (\(size) bytes; the pages its trees refer to need \(required))")
-                case .damagedMeta(let reason):
+                case .damagedMeta(let reason), .damagedPage(let reason):
                     throw .corruptStore(path: path, reason: "data.mdb: \(reason)")
                 default:
                     throw .notALedger(path: path, reason: "data.mdb is not an LMDB file")

@@ -24,6 +24,8 @@ public enum DataFileProbe: Sendable, Equatable {
     case notLMDB
     /// A meta page is damaged (LMDB would refuse or misread the file).
     case damagedMeta(reason: String)
+    /// A page every open reads (the main tree, the ledger's metadata) is damaged.
+    case damagedPage(reason: String)
     /// `data.mdb` is shorter than the pages its current meta page refers to.
     case truncated(fileSize: Int, requiredSize: Int)
     /// A plausible LMDB data file.
@@ -77,15 +79,43 @@ public enum DataFileProbe: Sendable, Equatable {
         for root in current.roots where root >= current.lastPage + 1 {
             return .damagedMeta(reason: "meta page refers to page \(root) past its last page \(current.lastPage)")
         }
-        if fileSize < required {
-            // Pages allocated and freed within one transaction may never be written, so a short
-            // file is damaged only if a page the trees refer to lies past its end.
-            let walk = PageWalker(fd: fd, pageSize: pageSize, fileSize: fileSize, meta: current).walk(stopAtFirstProblem: true)
-            if let beyond = walk.firstPageBeyondEnd {
-                return .truncated(fileSize: fileSize, requiredSize: (beyond + 1) * pageSize)
-            }
+        // Pages allocated and freed within one transaction may never be written, so a short
+        // file is damaged only if a page the trees refer to lies past its end: then every tree is
+        // walked. Otherwise only the pages every open reads (the main tree, which names the
+        // databases, and `openedFirst`): damage there is a typed error, not a signal at open.
+        let short = fileSize < required
+        let walk = stableWalk(fd: fd, meta: current, fileSize: fileSize, databases: short ? nil : openedFirst)
+        if let walk, let beyond = walk.firstPageBeyondEnd {
+            return .truncated(fileSize: fileSize, requiredSize: (beyond + 1) * pageSize)
         }
+        if let problem = walk?.problems.first { return .damagedPage(reason: problem) }
         return .valid(pageSize: pageSize, fileSize: fileSize)
+    }
+
+    /// The named databases an open reads before anything else (the ledger's metadata).
+    static let openedFirst: Set<String> = ["meta"]
+
+    /// Walks the trees of `meta` without a reader slot, so only a walk during which no commit
+    /// happened counts: a page of transaction T can be reused only by a commit after T + 1,
+    /// which needs T + 1's meta page first. Nil when no stable walk could be had (a busy
+    /// ledger): nothing is concluded then.
+    private static func stableWalk(fd: Int32, meta: MetaPage, fileSize: Int, databases: Set<String>?) -> PageWalkReport? {
+        var current = meta
+        var size = fileSize
+        for _ in 0..<5 {
+            let walk = PageWalker(fd: fd, pageSize: current.pageSize, fileSize: size, meta: current)
+                .walk(stopAtFirstProblem: true, databases: databases)
+            guard case .success(let head) = readAt(fd, offset: 0, count: 2 * current.pageSize) else { return nil }
+            let newest = [MetaPage(head, at: 0), MetaPage(head, at: current.pageSize)].compactMap { $0 }
+                .max { $0.transactionID < $1.transactionID }
+            guard let newest else { return nil }
+            if newest.transactionID == current.transactionID { return walk }
+            current = newest
+            var s = stat_t()
+            guard fstat(fd, &s) == 0 else { return nil }
+            size = Int(s.st_size)
+        }
+        return nil
     }
 
     /// Nothing was ever committed: both meta slots are zeros or LMDB's initial meta page

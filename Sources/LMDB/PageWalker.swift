@@ -54,11 +54,15 @@ struct PageWalker {
         var isMain: Bool
     }
 
-    func walk(stopAtFirstProblem: Bool = false) -> PageWalkReport {
+    /// Walks the free list, the main tree and the named databases — all of them, or only those
+    /// in `databases` (the free list is then skipped too).
+    func walk(stopAtFirstProblem: Bool = false, databases: Set<String>? = nil) -> PageWalkReport {
         var report = PageWalkReport(pagesVisited: 0, problems: [], transactionID: meta.transactionID)
         var visited = Set<Int>()
         var stack: [Step] = []
-        if let root = meta.freeDB.root { stack.append(Step(page: root, level: meta.freeDB.depth, tree: "free list", isMain: false)) }
+        if databases == nil, let root = meta.freeDB.root {
+            stack.append(Step(page: root, level: meta.freeDB.depth, tree: "free list", isMain: false))
+        }
         if let root = meta.mainDB.root { stack.append(Step(page: root, level: meta.mainDB.depth, tree: "main", isMain: true)) }
         func problem(_ page: Int, _ tree: String, _ text: String) {
             report.problems.append("page \(page) of tree '\(tree)': \(text)")
@@ -125,7 +129,12 @@ struct PageWalker {
                             problem(step.page, step.tree, "database '\(name)' has its root at page \(root), outside the used pages")
                             continue
                         }
-                        stack.append(Step(page: root, level: tree.depth, tree: name, isMain: false))
+                        if databases?.contains(name) ?? true {
+                            stack.append(Step(page: root, level: tree.depth, tree: name, isMain: false))
+                        } else if (root + 1) * pageSize > fileSize {
+                            report.firstPageBeyondEnd = min(report.firstPageBeyondEnd ?? root, root)
+                            problem(step.page, step.tree, "database '\(name)' has its root at page \(root), past the end of the file")
+                        }
                     }
                 }
             }

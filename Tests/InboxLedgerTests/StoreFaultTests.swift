@@ -185,6 +185,41 @@ import Glibc
         #expect(out.stdout.contains("page \(root)"), "\(out.stdout)")
     }
 
+    /// Every page an open reads (the main tree and the metadata table) is checked with `pread`s
+    /// first: damaging any page of a small ledger, one at a time and in two ways, never makes an
+    /// open die; damage to the main tree's root is a typed error (LMDB alone reads garbage keys).
+    @Test func damagingAnyPageNeverKillsAnOpen() throws {
+        let dir = TemporaryDirectory()
+        let path = try filledLedger(dir, count: 40)
+        let file = path + "/data.mdb"
+        let pristine = try #require(fileBytes(file))
+        let metas = [0, 4096].compactMap { MetaPage(Array(pristine.prefix(8192)), at: $0) }
+        let mainRoot = try #require(metas.max { $0.transactionID < $1.transactionID }?.mainDB.root)
+        var typed = 0
+        for page in 2..<(pristine.count / 4096) {
+            for damage in ["flags", "node pointer"] {
+                var damaged = pristine
+                if damage == "flags" {
+                    damaged[page * 4096 + 10] = 0  // neither branch, leaf nor overflow
+                    damaged[page * 4096 + 11] = 0
+                } else {
+                    damaged[page * 4096 + 16] = 0xF8  // the first node starts 8 bytes before the page ends
+                    damaged[page * 4096 + 17] = 0x0F
+                }
+                _ = FileManager.default.createFile(atPath: file, contents: damaged)
+                try? FileManager.default.removeItem(atPath: path + "/lock.mdb")
+                let out = try Processes.run(agent, ["open", path], timeout: 30)
+                #expect(!out.signalled && [0, 2].contains(out.status), "page \(page), \(damage): \(out.status) \(out.stdout) \(out.stderr)")
+                if page == mainRoot {
+                    #expect(out.status == 2 && out.stdout.contains("corrupt store") && out.stdout.contains("page \(page)"),
+                            "main root, \(damage): \(out.stdout)")
+                }
+                if out.status == 2 { typed += 1 }
+            }
+        }
+        #expect(typed >= 4, "the main tree's and the metadata table's pages were not caught")
+    }
+
     @Test func aDamagedMetaPageIsACorruptStore() throws {
         let dir = TemporaryDirectory()
         let path = try filledLedger(dir, count: 10)
