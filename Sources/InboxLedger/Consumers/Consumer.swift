@@ -8,18 +8,11 @@ struct ConsumerRecord: Hashable, Sendable {
     var lastSeen: Int64
     var createdAt: Int64
 
-    func encode() -> [UInt8] {
-        var w = ByteWriter(capacity: 24)
-        w.u64be(cursor)
-        w.u64be(UInt64(bitPattern: lastSeen))
-        w.u64be(UInt64(bitPattern: createdAt))
-        return w.bytes
-    }
+    func encode() -> [UInt8] { U64Fields.encode(cursor, UInt64(bitPattern: lastSeen), UInt64(bitPattern: createdAt)) }
 
     static func decode(_ bytes: [UInt8]) -> ConsumerRecord? {
-        var r = ByteReader(bytes)
-        guard let c = r.u64be(), let s = r.u64be(), let k = r.u64be(), r.remaining == 0 else { return nil }
-        return ConsumerRecord(cursor: c, lastSeen: Int64(bitPattern: s), createdAt: Int64(bitPattern: k))
+        guard let f = U64Fields.decode(bytes, count: 3) else { return nil }
+        return ConsumerRecord(cursor: f[0], lastSeen: Int64(bitPattern: f[1]), createdAt: Int64(bitPattern: f[2]))
     }
 }
 

@@ -20,6 +20,23 @@ struct ByteWriter {
     mutating func append(_ b: some Sequence<UInt8>) { bytes.append(contentsOf: b) }
 }
 
+/// Records made only of big-endian 64-bit fields (the consumer and idempotency-key records):
+/// one encoder and one decoder for all of them.
+enum U64Fields {
+    static func encode(_ fields: UInt64...) -> [UInt8] {
+        var w = ByteWriter(capacity: 8 * fields.count)
+        for field in fields { w.u64be(field) }
+        return w.bytes
+    }
+
+    /// Exactly `count` fields, or nil.
+    static func decode(_ bytes: [UInt8], count: Int) -> [UInt64]? {
+        guard bytes.count == 8 * count else { return nil }
+        var r = ByteReader(bytes)
+        return (0..<count).compactMap { _ in r.u64be() }
+    }
+}
+
 /// Reads fixed-width integers and byte strings, never past the end: every read returns
 /// `nil` instead of trapping on short or hostile input.
 struct ByteReader {

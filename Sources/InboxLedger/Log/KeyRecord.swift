@@ -8,22 +8,13 @@ struct KeyRecord: Hashable, Sendable {
     /// Commit time of that event, µs since the epoch (the key's retention window starts here).
     var time: Int64
 
-    func encode() -> [UInt8] {
-        var w = ByteWriter(capacity: 24)
-        w.u64be(sequence)
-        w.u64be(digest)
-        w.u64be(UInt64(bitPattern: time))
-        return w.bytes
-    }
+    func encode() -> [UInt8] { U64Fields.encode(sequence, digest, UInt64(bitPattern: time)) }
 
     /// Nil when `bytes` are not a key record. Records written before the time was kept (16
     /// bytes) read with time 0: their window has passed.
     static func decode(_ bytes: [UInt8]) -> KeyRecord? {
-        var r = ByteReader(bytes)
-        guard let sequence = r.u64be(), let digest = r.u64be() else { return nil }
-        let time = r.remaining == 0 ? 0 : r.u64be().map { Int64(bitPattern: $0) }
-        guard let time, r.remaining == 0 else { return nil }
-        return KeyRecord(sequence: sequence, digest: digest, time: time)
+        guard let f = U64Fields.decode(bytes, count: 3) ?? U64Fields.decode(bytes, count: 2).map({ $0 + [0] }) else { return nil }
+        return KeyRecord(sequence: f[0], digest: f[1], time: Int64(bitPattern: f[2]))
     }
 }
 
