@@ -48,10 +48,19 @@ public enum DataFileProbe: Sendable, Equatable {
         var s = stat_t()
         guard fstat(fd, &s) == 0 else { return .unreadable(errno: errno) }
         guard (s.st_mode & S_IFMT) == S_IFREG else { return .notRegularFile(name: "data.mdb", kind: fileKind(s.st_mode)) }
-        let head: [UInt8]
-        switch readAt(fd, offset: 0, count: 2 * MetaPage.largestPageSize) {
+        // Both meta pages: two pages of the first meta's page size (every open comes here, so
+        // the common case reads 8 KiB); 128 KiB only when the first page is no meta page.
+        var head: [UInt8]
+        switch readAt(fd, offset: 0, count: 8192) {
         case .failure(let error): return .unreadable(errno: error.rawValue)
         case .success(let bytes): head = bytes
+        }
+        let wanted = MetaPage(head, at: 0).map { 2 * $0.pageSize } ?? 2 * MetaPage.largestPageSize
+        if wanted > head.count, head.count == 8192 {
+            switch readAt(fd, offset: 0, count: wanted) {
+            case .failure(let error): return .unreadable(errno: error.rawValue)
+            case .success(let bytes): head = bytes
+            }
         }
         if head.isEmpty { return .unfinishedCreation(fileSize: 0) }
         if let unfinished = unfinishedCreation(fd: fd, head: head, fileSize: Int(s.st_size)) { return unfinished }
