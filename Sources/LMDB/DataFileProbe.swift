@@ -44,23 +44,33 @@ public enum DataFileProbe: Sendable, Equatable {
         return probe(fd: fd)
     }
 
+    /// The size of an unfinished creation in `fd` (``unfinishedCreation(fileSize:)``), or nil:
+    /// only that question, without the rest of the probe.
+    static func unfinishedCreationSize(fd: Int32) -> Int? {
+        var s = stat_t()
+        guard fstat(fd, &s) == 0, (s.st_mode & S_IFMT) == S_IFREG, case .success(let head) = metaPages(fd) else { return nil }
+        if head.isEmpty { return 0 }
+        guard case .unfinishedCreation(let size)? = unfinishedCreation(fd: fd, head: head, fileSize: Int(s.st_size)) else { return nil }
+        return size
+    }
+
+    /// Both meta pages: two pages of the first meta's page size (every open comes here, so the
+    /// common case reads 8 KiB); 128 KiB only when the first page is no meta page.
+    private static func metaPages(_ fd: Int32) -> Result<[UInt8], LMDBError> {
+        let first = readAt(fd, offset: 0, count: 8192)
+        guard case .success(let head) = first else { return first }
+        let wanted = MetaPage(head, at: 0).map { 2 * $0.pageSize } ?? 2 * MetaPage.largestPageSize
+        return wanted > head.count && head.count == 8192 ? readAt(fd, offset: 0, count: wanted) : .success(head)
+    }
+
     static func probe(fd: Int32) -> DataFileProbe {
         var s = stat_t()
         guard fstat(fd, &s) == 0 else { return .unreadable(errno: errno) }
         guard (s.st_mode & S_IFMT) == S_IFREG else { return .notRegularFile(name: "data.mdb", kind: fileKind(s.st_mode)) }
-        // Both meta pages: two pages of the first meta's page size (every open comes here, so
-        // the common case reads 8 KiB); 128 KiB only when the first page is no meta page.
-        var head: [UInt8]
-        switch readAt(fd, offset: 0, count: 8192) {
+        let head: [UInt8]
+        switch metaPages(fd) {
         case .failure(let error): return .unreadable(errno: error.rawValue)
         case .success(let bytes): head = bytes
-        }
-        let wanted = MetaPage(head, at: 0).map { 2 * $0.pageSize } ?? 2 * MetaPage.largestPageSize
-        if wanted > head.count, head.count == 8192 {
-            switch readAt(fd, offset: 0, count: wanted) {
-            case .failure(let error): return .unreadable(errno: error.rawValue)
-            case .success(let bytes): head = bytes
-            }
         }
         if head.isEmpty { return .unfinishedCreation(fileSize: 0) }
         if let unfinished = unfinishedCreation(fd: fd, head: head, fileSize: Int(s.st_size)) { return unfinished }

@@ -83,7 +83,7 @@ enum StorePreparation {
             throw LMDBError(rawValue: errno)
         }
         defer { close(fd) }
-        guard case .unfinishedCreation(let size) = DataFileProbe.probe(fd: fd), size > 0 else { return }
+        guard let size = DataFileProbe.unfinishedCreationSize(fd: fd), size > 0 else { return }
         guard ftruncate(fd, 0) == 0, fsync(fd) == 0 else { throw LMDBError(rawValue: errno) }
     }
 
