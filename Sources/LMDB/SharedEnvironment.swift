@@ -81,9 +81,9 @@ final class SharedEnvironment: @unchecked Sendable {
     func ensureOpen() throws(LMDBError) {
         if EnvironmentRegistry.isSuspended { throw .suspended }
         if isOpen.load(ordering: .acquiring) { return }
-        try gate.withExclusive { () throws(LMDBError) in
+        let openedHere = try gate.withExclusive { () throws(LMDBError) -> Bool in
             if EnvironmentRegistry.isSuspended { throw .suspended }
-            if handle != nil { return }
+            if handle != nil { return false }  // another thread opened it meanwhile
             if isFinished.load(ordering: .acquiring) { throw .badTransaction }
             let opened = try openHandle()
             do throws(LMDBError) {
@@ -94,8 +94,10 @@ final class SharedEnvironment: @unchecked Sendable {
             }
             handle = opened
             isOpen.store(true, ordering: .releasing)
+            return true
         }
-        if let idle = configuration.closeWhenIdleMilliseconds { startIdleWatch(idle) }
+        // One idle watch per opening (it ends when the environment closes).
+        if openedHere, let idle = configuration.closeWhenIdleMilliseconds { startIdleWatch(idle) }
     }
 
     /// Creates and opens the `MDB_env` — after making the files safe to map (StorePreparation) —
