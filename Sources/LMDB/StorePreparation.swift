@@ -5,8 +5,9 @@ import Darwin
 #endif
 
 /// Makes a directory's files safe for LMDB to map, just before `mdb_env_open` (docs/lmdb.md,
-/// rules 22–24). Runs under the environment registry's lock, so never while this process has
-/// the environment open (closing a descriptor of `lock.mdb` would drop LMDB's locks).
+/// rules 22–24). Runs only while this process has the environment closed — under the registry's
+/// lock when it first opens, under the environment's exclusive gate when it reopens — because
+/// closing a descriptor of `lock.mdb` drops every `fcntl` lock of the process on it, LMDB's too.
 ///
 /// - When no other process has the environment open (nobody holds byte 0 of `lock.mdb`, the
 ///   lock LMDB takes at open), the opener finishes an interrupted
