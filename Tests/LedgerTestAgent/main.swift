@@ -195,10 +195,15 @@ func suspendCycle(dir: String, control: String) async {
         say("ready \(head)")
         awaitFile(control + "/suspend")
         try Ledger.suspend()
-        let started = DispatchTime.now().uptimeNanoseconds
+        // The median of 21 calls: one call can be preempted on a loaded machine.
         var outcome = "appended"
-        do { try ledger.append(.badgeAdjusted(.delta(1))) } catch { outcome = error == .suspended ? "suspended" : "\(error)" }
-        let micros = (DispatchTime.now().uptimeNanoseconds - started) / 1000
+        var times: [UInt64] = []
+        for _ in 0..<21 {
+            let started = DispatchTime.now().uptimeNanoseconds
+            do { try ledger.append(.badgeAdjusted(.delta(1))) } catch { outcome = error == .suspended ? "suspended" : "\(error)" }
+            times.append((DispatchTime.now().uptimeNanoseconds - started) / 1000)
+        }
+        let micros = times.sorted()[times.count / 2]
         var readOutcome = "read"
         do { _ = try ledger.widgetList(limit: 5) } catch { readOutcome = error == .suspended ? "suspended" : "\(error)" }
         say("suspended-call \(micros) \(outcome) \(readOutcome)")
