@@ -31,10 +31,12 @@ enum Guarded {
         do { try child.run() } catch { return true }  // cannot spawn (sandbox): do it here, unguarded
         child.waitUntilExit()
         fflush(nil)
-        if child.terminationReason == .uncaughtSignal {
-            exit(onSignal(signalName(child.terminationStatus)))
-        }
-        exit(child.terminationStatus)
+        guard child.terminationReason == .uncaughtSignal else { exit(child.terminationStatus) }
+        let signal = child.terminationStatus
+        // Only a fault is damage; Ctrl-C, a kill or a closed pipe reached the child as they
+        // reached this process, and end it the same way.
+        guard [SIGBUS, SIGSEGV, SIGABRT, SIGILL, SIGFPE, SIGTRAP].contains(signal) else { exit(128 + signal) }
+        exit(onSignal(signalName(signal)))
     }
 
     static func signalName(_ signal: Int32) -> String {
