@@ -28,8 +28,10 @@ let package = Package(
         ),
         // Thin, safe LMDB layer: the only code that touches CLMDB.
         .target(name: "LMDB", dependencies: ["CLMDB"]),
+        // CRC-32C with the CPU's instruction (SSE 4.2, ARMv8 CRC); the ledger keeps a table fallback.
+        .target(name: "CChecksum", path: "Sources/CChecksum"),
         // The ledger: log, envelope, group commit, idempotency.
-        .target(name: "InboxLedger", dependencies: ["LMDB"]),
+        .target(name: "InboxLedger", dependencies: ["LMDB", "CChecksum"]),
         // The `ledger` command-line tool.
         .executableTarget(
             name: "ledger",

@@ -116,3 +116,28 @@ import TestSupport
         for length in [0, 4, 19, 21] { #expect(LeaseRecord.decode([UInt8](repeating: 2, count: length)) == nil) }
     }
 }
+
+/// The CPU's CRC-32C instruction and the table agree, whatever the length, offset and split.
+@Suite struct ChecksumTests {
+    @Test func hardwareAndSoftwareAgreeOnRandomInputs() {
+        #expect(CRC32C.softwareUpdate(0, Array("123456789".utf8)[...]) == 0xE306_9283)
+        #expect(CRC32C.checksum(Array("123456789".utf8)) == 0xE306_9283)
+        var rng = SeededGenerator(seed: 32)
+        for _ in 0..<3000 {
+            let bytes = (0..<Int.random(in: 0...600, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            let start = bytes.isEmpty ? 0 : Int.random(in: 0..<bytes.count, using: &rng)  // unaligned slices
+            let slice = bytes[start...]
+            let reference = CRC32C.softwareUpdate(0, slice)
+            #expect(CRC32C.update(0, slice) == reference)
+            let cut = slice.startIndex + (slice.isEmpty ? 0 : Int.random(in: 0...slice.count, using: &rng))
+            #expect(CRC32C.update(CRC32C.update(0, slice[..<cut]), slice[cut...]) == reference)
+        }
+    }
+
+    @Test func thisMachineUsesTheInstruction() {
+        // x86-64 CI machines have had SSE 4.2 since 2008: the fast path is what runs here.
+        #if arch(x86_64)
+        #expect(CRC32C.usesHardware)
+        #endif
+    }
+}
