@@ -37,6 +37,9 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
     case unknownConsumer(name: String)
     /// Events after the consumer's cursor were trimmed; rebase it (docs/semantics.md).
     case consumerGap(name: String, cursor: UInt64, firstAvailable: UInt64)
+    /// A conditional append (``Ledger/append(contentsOf:expectingHead:)``) found the head moved:
+    /// another append committed after the caller read `expected`. Nothing was written.
+    case headMoved(expected: UInt64, actual: UInt64)
     /// Another instance of the consumer committed since this batch was read; nothing was written.
     case consumerConflict(name: String, expected: UInt64, actual: UInt64)
     /// A stored record failed its checksum or could not be decoded.
@@ -74,6 +77,8 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case .unknownConsumer(let name): "consumer '\(name)' is not registered"
         case .consumerGap(let name, let cursor, let first):
             "consumer '\(name)' is at \(cursor) but the log starts at \(first): events it has not read were trimmed"
+        case .headMoved(let expected, let actual):
+            "the head moved from \(expected) to \(actual) since it was read: another append committed first; nothing was written"
         case .consumerConflict(let name, let expected, let actual):
             "consumer '\(name)' moved from \(expected) to \(actual) since this batch was read; nothing was written"
         case .corruptRecord(let seq, let reason): "corrupt record at sequence \(seq): \(reason)"
@@ -93,7 +98,7 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .suspended, .writerBusy: true
         case .notALedger, .newerFormat, .permissionDenied, .readOnly, .invalidEvent, .eventTooLarge, .idempotencyConflict,
-             .unknownConsumer, .consumerGap, .consumerConflict, .corruptRecord, .corruptStore, .storeFull, .storage,
+             .unknownConsumer, .consumerGap, .consumerConflict, .headMoved, .corruptRecord, .corruptStore, .storeFull, .storage,
              .invalidArgument, .unexpected: false
         }
     }

@@ -53,7 +53,7 @@ func fail(_ error: LedgerError) -> ExitCode {
     switch error {
     case .notALedger, .newerFormat, .permissionDenied, .corruptStore: return ExitCode(ExitStatus.cannotOpen)
     case .invalidEvent, .invalidArgument, .eventTooLarge, .idempotencyConflict, .corruptRecord, .unknownConsumer, .consumerGap,
-         .consumerConflict: return ExitCode(ExitStatus.problems)
+         .consumerConflict, .headMoved: return ExitCode(ExitStatus.problems)
     case .readOnly, .storeFull, .storage, .writerBusy, .suspended, .unexpected: return ExitCode(ExitStatus.storage)
     }
 }

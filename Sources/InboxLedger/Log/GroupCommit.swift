@@ -16,12 +16,15 @@ struct CommitRequest: Sendable {
     let durability: LedgerDurability
     /// A consumer cursor to move in the same transaction (``Consumer/commit(_:appending:)``).
     let cursor: CursorCommit?
+    /// The head the caller read before deciding (``Ledger/append(contentsOf:expectingHead:)``).
+    let expectedHead: UInt64?
 
-    init(events: [PreparedEvent], origin: Origin, durability: LedgerDurability, cursor: CursorCommit? = nil) {
+    init(events: [PreparedEvent], origin: Origin, durability: LedgerDurability, cursor: CursorCommit? = nil, expectedHead: UInt64? = nil) {
         self.events = events
         self.origin = origin
         self.durability = durability
         self.cursor = cursor
+        self.expectedHead = expectedHead
     }
 }
 

@@ -76,9 +76,34 @@ extension Ledger {
         return try submit(prepare(events), cursor: nil)
     }
 
-    func submit(_ prepared: [PreparedEvent], cursor: CursorCommit?) throws(LedgerError) -> AppendReceipt {
+    /// Appends `events` only if the log's head is still `expectingHead` when they commit — the
+    /// optimistic-concurrency check of event stores (read, decide, write): if any process
+    /// appended in between, nothing is written and ``LedgerError/headMoved(expected:actual:)``
+    /// says where the head is now. Returns their sequence numbers.
+    ///
+    /// ```swift
+    /// let head = try ledger.headSequence()
+    /// let list = try ledger.widgetList(limit: 5)                 // decide on what was read…
+    /// try ledger.append(contentsOf: [decision], expectingHead: head) // …and write only if still true
+    /// ```
+    @discardableResult
+    public func append(contentsOf events: [NewEvent], expectingHead: UInt64) throws(LedgerError) -> [UInt64] {
+        try submit(prepare(events), cursor: nil, expectedHead: expectingHead).sequences
+    }
+
+    /// ``append(contentsOf:expectingHead:)`` for one domain event.
+    @discardableResult
+    public func append(_ event: DomainEvent, key: String? = nil, expectingHead: UInt64) throws(LedgerError) -> UInt64 {
+        let sequences = try append(contentsOf: [try event.newEvent(key: key)], expectingHead: expectingHead)
+        guard let first = sequences.first else {
+            throw .unexpected(path: path, operation: "append", reason: "the commit assigned no sequence")
+        }
+        return first
+    }
+
+    func submit(_ prepared: [PreparedEvent], cursor: CursorCommit?, expectedHead: UInt64? = nil) throws(LedgerError) -> AppendReceipt {
         if options.readOnly { throw .readOnly(path: path) }
-        let request = CommitRequest(events: prepared, origin: origin, durability: durability, cursor: cursor)
+        let request = CommitRequest(events: prepared, origin: origin, durability: durability, cursor: cursor, expectedHead: expectedHead)
         let result = commitQueue.submit(request, maxEvents: options.maxGroupCommitEvents) { batch in
             commit(batch)
         }
@@ -147,6 +172,10 @@ extension Ledger {
         outcomes.reserveCapacity(batch.count)
         for request in batch {
             // Pass 1: checks that write nothing, so a failing request leaves no trace.
+            if let expected = request.expectedHead, expected != head {
+                outcomes.append(.failure(.headMoved(expected: expected, actual: head)))
+                continue
+            }
             if let cursor = request.cursor, let failure = try checkCursor(cursor, head: head, in: txn) {
                 outcomes.append(.failure(failure))
                 continue
