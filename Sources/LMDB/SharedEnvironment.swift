@@ -215,7 +215,8 @@ final class SharedEnvironment: @unchecked Sendable {
             try ensureOpen()
             let outcome: T? = try gate.withShared { () throws(LMDBError) -> T? in
                 guard let handle else { return nil }  // closed between ensureOpen and here: again
-                lastUse.store(monotonicMilliseconds(), ordering: .relaxed)
+                // Only the idle close reads it: no clock read on the hot paths otherwise.
+                if configuration.closeWhenIdleMilliseconds != nil { lastUse.store(monotonicMilliseconds(), ordering: .relaxed) }
                 return try body(handle)
             }
             if let outcome { return outcome }
