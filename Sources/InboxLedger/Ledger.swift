@@ -172,9 +172,10 @@ public final class Ledger: Sendable {
             case .valid:
                 return false
             case .unfinishedCreation:
-                // Nothing was ever committed: the environment layer creates the store afresh.
-                guard !options.readOnly else {
-                    throw .notALedger(path: path, reason: "its creation never finished (data.mdb holds no commit); open it once with write access to finish it")
+                // Nothing was ever committed: the environment layer creates the store afresh — only
+                // for a caller that may create (a read-only or `create: false` opening writes nothing).
+                guard options.create, !options.readOnly else {
+                    throw .notALedger(path: path, reason: "its creation never finished (data.mdb holds no commit); open it once with write access and create allowed to finish it")
                 }
                 return true
             case .missing:

@@ -72,6 +72,16 @@ import Glibc
         readOnly.readOnly = true
         #expect(throws: LedgerError.self) { try Ledger(path: path, options: readOnly) }
         #expect(fileBytes(path + "/data.mdb") == data)
+        // So can no opening that may not create (ledger inspect, verify): nothing written either.
+        var noCreate = LedgerOptions(role: "app")
+        noCreate.create = false
+        #expect(throws: LedgerError.self) { try Ledger(path: path, options: noCreate) }
+        #expect(fileBytes(path + "/data.mdb") == data)
+        for command in ["inspect", "verify"] {
+            let out = try run(command, path)
+            #expect(out.status == 3 && out.stderr.contains("creation never finished"), "\(command): \(out.stderr)")
+        }
+        #expect(fileBytes(path + "/data.mdb") == data)
         // Writable: the creation is finished and the ledger works.
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
         #expect(try ledger.append(event()) == 1)
