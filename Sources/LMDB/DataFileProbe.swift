@@ -56,7 +56,7 @@ public enum DataFileProbe: Sendable, Equatable {
 
     /// Both meta pages: two pages of the first meta's page size (every open comes here, so the
     /// common case reads 8 KiB); 128 KiB only when the first page is no meta page.
-    private static func metaPages(_ fd: Int32) -> Result<[UInt8], LMDBError> {
+    static func metaPages(_ fd: Int32) -> Result<[UInt8], LMDBError> {
         let first = readAt(fd, offset: 0, count: 8192)
         guard case .success(let head) = first else { return first }
         let wanted = MetaPage(head, at: 0).map { 2 * $0.pageSize } ?? 2 * MetaPage.largestPageSize
@@ -124,10 +124,7 @@ public enum DataFileProbe: Sendable, Equatable {
         for _ in 0..<5 {
             let walk = PageWalker(fd: fd, pageSize: current.pageSize, fileSize: size, meta: current)
                 .walk(stopAtFirstProblem: true, databases: databases)
-            guard case .success(let head) = readAt(fd, offset: 0, count: 2 * current.pageSize) else { return nil }
-            let newest = [MetaPage(head, at: 0), MetaPage(head, at: current.pageSize)].compactMap { $0 }
-                .max { $0.transactionID < $1.transactionID }
-            guard let newest else { return nil }
+            guard case .success(let metas) = MetaPage.read(fd), let newest = metas.newest else { return nil }
             if newest.transactionID == current.transactionID { return walk }
             current = newest
             var s = stat_t()
@@ -212,6 +209,14 @@ struct MetaPage: Equatable {
 
     var roots: [Int] { [freeDB.root, mainDB.root].compactMap { $0 } }
 
+    /// The valid meta pages of the file in `fd`: slot 0, and slot 1 at slot 0's page size.
+    static func read(_ fd: Int32) -> Result<[MetaPage], LMDBError> {
+        DataFileProbe.metaPages(fd).map { head in
+            guard let first = MetaPage(head, at: 0) else { return [] }
+            return [first, MetaPage(head, at: first.pageSize)].compactMap { $0 }
+        }
+    }
+
     /// Parses the meta page at `offset` of `bytes`; nil unless it has LMDB's flags, magic,
     /// version and a plausible page size.
     init?(_ bytes: [UInt8], at offset: Int) {
@@ -241,6 +246,11 @@ struct MetaPage: Equatable {
         for i in 0..<8 { v |= UInt64(b[at + i]) << (8 * i) }
         return UInt64(littleEndian: v)
     }
+}
+
+extension [MetaPage] {
+    /// The meta page of the latest commit.
+    var newest: MetaPage? { self.max { $0.transactionID < $1.transactionID } }
 }
 
 /// An `MDB_db` record: a B-tree's flags, depth and root page (nil for an empty tree).

@@ -205,10 +205,7 @@ extension DataFileProbe {
         defer { close(fd) }
         var s = stat_t()
         guard fstat(fd, &s) == 0, (s.st_mode & S_IFMT) == S_IFREG,
-              case .success(let head) = readAt(fd, offset: 0, count: 2 * MetaPage.largestPageSize),
-              let first = MetaPage(head, at: 0) else { return nil }
-        let metas = [first, MetaPage(head, at: first.pageSize)].compactMap { $0 }
-        guard let meta = metas.max(by: { $0.transactionID < $1.transactionID }) else { return nil }
+              case .success(let metas) = MetaPage.read(fd), let meta = metas.newest else { return nil }
         return PageWalker(fd: fd, pageSize: meta.pageSize, fileSize: Int(s.st_size), meta: meta).walk()
     }
 }
@@ -231,20 +228,13 @@ extension Environment {
             let attempt: PageWalkReport?
             do throws(LMDBError) {
                 attempt = try shared.withReadTransactionID { (id: UInt64) throws(LMDBError) -> PageWalkReport? in
-                // The meta page of the snapshot this transaction reads; a writer may have
-                // rewritten its slot (every other commit does) since: then try again.
-                let head: [UInt8]
-                switch readAt(fd, offset: 0, count: 2 * MetaPage.largestPageSize) {
-                case .failure(let error): throw error
-                case .success(let bytes): head = bytes
+                    // The meta page of the snapshot this transaction reads; a writer may have
+                    // rewritten its slot (every other commit does) since: then try again.
+                    guard let meta = try MetaPage.read(fd).get().first(where: { $0.transactionID == id }) else { return nil }
+                    var s = stat_t()
+                    guard fstat(fd, &s) == 0 else { throw LMDBError(rawValue: errno) }
+                    return PageWalker(fd: fd, pageSize: meta.pageSize, fileSize: Int(s.st_size), meta: meta).walk()
                 }
-                guard let first = MetaPage(head, at: 0) else { return nil }
-                let candidates = [first, MetaPage(head, at: first.pageSize)].compactMap { $0 }
-                guard let meta = candidates.first(where: { $0.transactionID == id }) else { return nil }
-                var s = stat_t()
-                guard fstat(fd, &s) == 0 else { throw LMDBError(rawValue: errno) }
-                return PageWalker(fd: fd, pageSize: meta.pageSize, fileSize: Int(s.st_size), meta: meta).walk()
-            }
             } catch {
                 guard error == .mapResized else { throw error }
                 try shared.adoptMapSize()
