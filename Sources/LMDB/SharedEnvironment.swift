@@ -37,9 +37,11 @@ final class SharedEnvironment: @unchecked Sendable {
     private let isOpen = Atomic<Bool>(false)
     let directory: String
     let key: EnvironmentKey
-    let readOnly: Bool
-    let maxMapSize: Int
     let configuration: EnvironmentConfiguration
+    /// Opened without write access.
+    var readOnly: Bool { configuration.readOnly }
+    /// The largest the map may grow to.
+    var maxMapSize: Int { max(configuration.maxMapSize, configuration.initialMapSize) }
     let gate = ResizeGate()
     let databases = Mutex<[String: Database]>([:])
     /// The order the named databases were opened in: a reopen opens them in this order again.
@@ -67,8 +69,6 @@ final class SharedEnvironment: @unchecked Sendable {
     init(directory: String, key: EnvironmentKey, configuration: EnvironmentConfiguration) {
         self.directory = directory
         self.key = key
-        self.readOnly = configuration.readOnly
-        self.maxMapSize = max(configuration.maxMapSize, configuration.initialMapSize)
         self.configuration = configuration
         self.currentDurability = Mutex(configuration.durability)
         self.reopenMapSize = Mutex(configuration.initialMapSize)
