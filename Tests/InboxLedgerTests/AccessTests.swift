@@ -23,10 +23,9 @@ let canMount: Bool = {
     @Test(.enabled(if: canMount, "needs root and mount"))
     func readOnlyFileSystemIsATypedErrorAndReadOnlyOpeningWorks() throws {
         let dir = TemporaryDirectory()
-        let mountPoint = dir.child("mnt")
-        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
-        #expect(try Processes.run("/bin/mount", ["-t", "tmpfs", "-o", "size=4m", "tmpfs", mountPoint]).status == 0)
-        defer { _ = try? Processes.run("/bin/umount", ["-l", mountPoint]) }
+        let mount = try TmpfsMount(in: dir, name: "mnt", size: "4m")
+        defer { withExtendedLifetime(mount) {} }
+        let mountPoint = mount.path
         let path = mountPoint + "/ledger"
         // Written by another process, then the file system becomes read-only.
         #expect(try Processes.run(agent, ["append-key", path, "k", "{}"]).status == 0)

@@ -9,10 +9,9 @@ import TestSupport
     @Test(.enabled(if: canMount, "needs root and mount"))
     func fullDiskIsATypedErrorAndRecoverable() throws {
         let dir = TemporaryDirectory()
-        let mountPoint = dir.child("small")
-        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
-        #expect(try Processes.run("/bin/mount", ["-t", "tmpfs", "-o", "size=2m", "tmpfs", mountPoint]).status == 0)
-        defer { _ = try? Processes.run("/bin/umount", ["-l", mountPoint]) }
+        let mount = try TmpfsMount(in: dir, name: "small", size: "2m")
+        defer { withExtendedLifetime(mount) {} }
+        let mountPoint = mount.path
         // Ballast that will be deleted to free space.
         let ballast = mountPoint + "/ballast"
         _ = FileManager.default.createFile(atPath: ballast, contents: Data(repeating: 1, count: 1 << 20))

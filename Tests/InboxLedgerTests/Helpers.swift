@@ -24,3 +24,25 @@ func event(_ type: String = "test.event", _ json: String = "{}", key: String? = 
 
 /// The bytes of a file, to show that a failed open changed nothing.
 func fileBytes(_ path: String) -> Data? { FileManager.default.contents(atPath: path) }
+
+struct MountFailure: Error, CustomStringConvertible {
+    var message: String
+    var description: String { "mount tmpfs failed: \(message)" }
+}
+
+/// A small tmpfs mounted inside `directory` for the life of this value (tests run as root;
+/// see `canMount`): a device that fills up, or that can be remounted read-only. Keep it alive
+/// to the end of the test with `defer { withExtendedLifetime(mount) {} }`.
+final class TmpfsMount {
+    let path: String
+
+    init(in directory: TemporaryDirectory, name: String, size: String) throws {
+        path = directory.child(name)
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        let out = try Processes.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", path])
+        guard out.status == 0 else { throw MountFailure(message: out.stderr) }
+    }
+
+    // A failed unmount leaves a mount under a temporary directory: nothing to recover here.
+    deinit { _ = try? Processes.run("/bin/umount", ["-l", path]) }
+}

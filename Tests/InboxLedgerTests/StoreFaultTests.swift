@@ -281,10 +281,9 @@ import Glibc
     @Test(.enabled(if: canMount, "needs root and mount"))
     func aFullDiskWithoutALockFileIsStoreFullNotSIGBUS() throws {
         let dir = TemporaryDirectory()
-        let mountPoint = dir.child("small")
-        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
-        #expect(try Processes.run("/bin/mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", mountPoint]).status == 0)
-        defer { _ = try? Processes.run("/bin/umount", ["-l", mountPoint]) }
+        let mount = try TmpfsMount(in: dir, name: "small", size: "1m")
+        defer { withExtendedLifetime(mount) {} }
+        let mountPoint = mount.path
         let path = mountPoint + "/ledger"
         var options = LedgerOptions(role: "app")
         options.initialMapSize = 256 << 10
