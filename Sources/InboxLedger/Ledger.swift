@@ -128,7 +128,7 @@ public final class Ledger: Sendable {
         if found == nil {
             guard writable else { throw .notALedger(path: path, reason: "data.mdb holds no ledger metadata") }
             try createTables("create ledger")
-            found = try initialize(environment, path: path, durabilityFloor: options.durabilityFloor)
+            found = try initialize(environment, path: path, durabilityFloor: options.durabilityFloor, clock: options.clock)
         }
         guard let metadata = found else { throw .notALedger(path: path, reason: "data.mdb holds no ledger metadata") }
         guard metadata.formatVersion <= Schema.formatVersion else {
@@ -236,7 +236,7 @@ public final class Ledger: Sendable {
     }
 
     /// Writes the metadata record unless another process did it first (then keeps theirs).
-    private static func initialize(_ environment: Environment, path: String, durabilityFloor: LedgerDurability) throws(LedgerError) -> LedgerMetadata {
+    private static func initialize(_ environment: Environment, path: String, durabilityFloor: LedgerDurability, clock: LedgerClock) throws(LedgerError) -> LedgerMetadata {
         do {
             let meta = try environment.database(Schema.metaName)
             let events = try environment.database(Schema.eventsName)
@@ -250,7 +250,7 @@ public final class Ledger: Sendable {
                 w.u32le(Schema.formatVersion)
                 try txn.put(meta, key: Schema.MetaKey.format, value: w.bytes)
                 try txn.put(meta, key: Schema.MetaKey.ledgerID, value: Array(randomUUIDString().utf8))
-                try txn.writeUInt64(meta, Schema.MetaKey.createdAt, UInt64(bitPattern: currentMicros()))
+                try txn.writeUInt64(meta, Schema.MetaKey.createdAt, UInt64(bitPattern: clock.now().micros))
                 try txn.writeUInt64(meta, Schema.MetaKey.head, 0)
                 try txn.put(meta, key: Schema.MetaKey.durabilityFloor, value: [durabilityFloor.storedByte])
             }

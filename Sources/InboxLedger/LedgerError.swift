@@ -20,6 +20,13 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
     case notALedger(path: String, reason: String)
     /// The ledger was written by a newer format than this library reads.
     case newerFormat(path: String, found: UInt32, supported: UInt32)
+    /// The ledger's projections were built by newer rules than this library's: the handle is
+    /// open read-only (reads are right; a write by these rules would not be) — thrown by writes.
+    case newerProjections(path: String, found: UInt32, supported: UInt32)
+    /// This library's projection rules differ from the ones the stored projections were built
+    /// with, and the log no longer holds every event a rebuild needs (it was trimmed). Nothing
+    /// was written; ``LedgerOptions/projectionUpgrade`` says how to proceed (docs/operations.md).
+    case projectionUpgradeNeeded(path: String, stored: UInt32, supported: UInt32, reason: String)
     /// The process may not open the store as asked (permissions, read-only file system).
     case permissionDenied(path: String, reason: String)
     /// A write was attempted through a read-only ledger.
@@ -42,6 +49,9 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
     case headMoved(expected: UInt64, actual: UInt64)
     /// Another instance of the consumer committed since this batch was read; nothing was written.
     case consumerConflict(name: String, expected: UInt64, actual: UInt64)
+    /// A stored event could not be decoded as the type asked for (``Event/decode(as:)``):
+    /// `field` is the path of the offending field (`data.title`, `type`).
+    case eventDecoding(sequence: UInt64, type: String, field: String, reason: String)
     /// A stored record failed its checksum or could not be decoded.
     case corruptRecord(sequence: UInt64, reason: String)
     /// The store's files are damaged (truncated, or LMDB reports corruption).
@@ -67,6 +77,11 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case .notALedger(let path, let reason): "\(path): not a ledger: \(reason)"
         case .newerFormat(let path, let found, let supported):
             "\(path): written by a newer format (version \(found)); this library reads up to version \(supported)"
+        case .newerProjections(let path, let found, let supported):
+            "\(path): projections were built by a newer library (rules version \(found)); this library applies version \(supported), so the ledger is open read-only"
+        case .projectionUpgradeNeeded(let path, let stored, let supported, let reason):
+            "\(path): projections were built by rules version \(stored) and this library applies version \(supported), but \(reason); nothing was written"
+        case .eventDecoding(let seq, let type, let field, let reason): "event \(seq) (\(type)): \(field): \(reason)"
         case .permissionDenied(let path, let reason): "\(path): permission denied: \(reason)"
         case .readOnly(let path): "\(path): the ledger is open read-only"
         case .invalidEvent(let index, let field, let reason): "invalid event #\(index): \(field): \(reason)"
@@ -99,7 +114,7 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case .suspended, .writerBusy: true
         case .notALedger, .newerFormat, .permissionDenied, .readOnly, .invalidEvent, .eventTooLarge, .idempotencyConflict,
              .unknownConsumer, .consumerGap, .consumerConflict, .headMoved, .corruptRecord, .corruptStore, .storeFull, .storage,
-             .invalidArgument, .unexpected: false
+             .invalidArgument, .unexpected, .newerProjections, .projectionUpgradeNeeded, .eventDecoding: false
         }
     }
 

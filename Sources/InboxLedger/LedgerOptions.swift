@@ -1,3 +1,5 @@
+import Synchronization
+
 /// What a commit costs and what it survives.
 ///
 /// | mode | syncs per commit | process killed | OS crash / power loss |
@@ -81,9 +83,71 @@ public struct LedgerOptions: Sendable {
     /// slot) after this many seconds without a call; the next call reopens them transparently
     /// (docs/operations.md gives the cost). nil: stay open while a handle exists.
     public var closesWhenIdle: Double?
+    /// The time source for commit timestamps and expiry (``LedgerClock``): the system clock
+    /// unless a test injects one.
+    public var clock: LedgerClock = .system
 
     /// Options for a process that records its events as `role` (1–64 bytes), with every other option at its default.
     public init(role: String = "app") {
         self.role = role
     }
+}
+
+/// Where a ledger takes the time from: the commit timestamp of every event it appends, the
+/// times it records (consumer leases, idempotency keys) and the "now" against which messages
+/// expire and consumer leases lapse. The system clock by default; a test injects its own to
+/// make expiry deterministic:
+///
+/// ```swift
+/// let clock = ManualClock(Timestamp(iso8601: "2026-11-22T08:00:00Z")!)
+/// var options = LedgerOptions(role: "test")
+/// options.clock = clock.ledgerClock
+/// let ledger = try Ledger.temporary(options: options)
+/// clock.advance(seconds: 3600)   // an hour later, without waiting
+/// ```
+///
+/// Only this process sees an injected clock; other processes stamp their commits with theirs.
+/// The compactor's mutual-exclusion lease always uses the system clock.
+public struct LedgerClock: Sendable {
+    private let read: @Sendable () -> Timestamp
+
+    /// A clock that asks `now` for the current time.
+    public init(_ now: @escaping @Sendable () -> Timestamp) { self.read = now }
+
+    /// The current time by this clock.
+    public func now() -> Timestamp { read() }
+
+    /// The system's real-time clock.
+    public static let system = LedgerClock { Timestamp(micros: currentMicros()) }
+
+    /// A clock stopped at `instant`.
+    public static func fixed(_ instant: Timestamp) -> LedgerClock { LedgerClock { instant } }
+}
+
+/// A clock a test moves by hand (``LedgerOptions/clock``): `ledgerClock` reads it.
+///
+/// ```swift
+/// let clock = ManualClock(Timestamp(micros: 0))
+/// clock.advance(seconds: 90)
+/// #expect(clock.now == Timestamp(micros: 90_000_000))
+/// ```
+public final class ManualClock: Sendable {
+    private let current: Mutex<Timestamp>
+
+    /// A clock showing `start`.
+    public init(_ start: Timestamp) { current = Mutex(start) }
+
+    /// The time it shows.
+    public var now: Timestamp { current.withLock { $0 } }
+
+    /// Sets the time it shows (earlier times are allowed: a device's clock can go back).
+    public func set(_ instant: Timestamp) { current.withLock { $0 = instant } }
+
+    /// Moves it `seconds` forward (backward if negative), to the microsecond.
+    public func advance(seconds: Double) {
+        current.withLock { $0 = Timestamp(micros: $0.micros + Int64((seconds * 1_000_000).rounded())) }
+    }
+
+    /// A ``LedgerClock`` reading this clock.
+    public var ledgerClock: LedgerClock { LedgerClock { [self] in now } }
 }

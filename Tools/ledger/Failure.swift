@@ -51,9 +51,9 @@ func openLedger(_ location: LedgerLocation, role: String = "cli", writes: Bool, 
 func fail(_ error: LedgerError) -> ExitCode {
     printError(error.description)
     switch error {
-    case .notALedger, .newerFormat, .permissionDenied, .corruptStore: return ExitCode(ExitStatus.cannotOpen)
+    case .notALedger, .newerFormat, .permissionDenied, .corruptStore, .projectionUpgradeNeeded: return ExitCode(ExitStatus.cannotOpen)
     case .invalidEvent, .invalidArgument, .eventTooLarge, .idempotencyConflict, .corruptRecord, .unknownConsumer, .consumerGap,
-         .consumerConflict, .headMoved: return ExitCode(ExitStatus.problems)
-    case .readOnly, .storeFull, .storage, .writerBusy, .suspended, .unexpected: return ExitCode(ExitStatus.storage)
+         .consumerConflict, .headMoved, .eventDecoding: return ExitCode(ExitStatus.problems)
+    case .readOnly, .newerProjections, .storeFull, .storage, .writerBusy, .suspended, .unexpected: return ExitCode(ExitStatus.storage)
     }
 }

@@ -75,7 +75,7 @@ struct PendingActionOutput: Encodable {
     init(_ action: PendingAction) {
         sequence = action.sequence
         actionID = action.actionID
-        kind = action.kind
+        kind = action.kind.rawValue
         target = OrNull(action.target)
         name = OrNull(action.name)
         payload = OrNull(action.payload.isEmpty ? nil : PayloadOutput(bytes: action.payload))

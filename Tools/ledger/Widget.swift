@@ -51,7 +51,7 @@ struct Widget: ParsableCommand {
         if !actions.isEmpty {
             lines.append("  pending actions")
             for action in actions.prefix(10) {
-                let row = "    #\(action.sequence) \(action.kind) \(action.target ?? action.name ?? "") (\(action.actionID), from \(action.origin))"
+                let row = "    #\(action.sequence) \(action.kind.rawValue) \(action.target ?? action.name ?? "") (\(action.actionID), from \(action.origin))"
                 lines.append(Style.fit(row))
             }
         }

@@ -94,7 +94,9 @@ public final class Compactor: Sendable {
         // A slot left by a killed reader pins the pages this run frees: clear such slots first.
         // Best effort: a failure here only means dead readers may pin pages until the next run.
         if !dryRun { _ = try? ledger.clearStaleReaders() }
-        let now = currentMicros()
+        // The ledger's clock judges consumer leases and key windows; the compactors' own lease
+        // (mutual exclusion between processes) always runs on the system clock.
+        let now = ledger.options.clock.now().micros
         let plan = try plan(now: now)
         let willTrim = plan.trimThrough >= plan.first
         var report = CompactionReport(
@@ -109,7 +111,7 @@ public final class Compactor: Sendable {
             report.seconds = monotonicSeconds() - started
             return report
         }
-        if let holder = try acquireLease(now: now) {
+        if let holder = try acquireLease(now: currentMicros()) {
             report.blockers.append(.anotherCompactor(pid: holder))
             report.trimmed = nil
             report.eventsTrimmed = 0

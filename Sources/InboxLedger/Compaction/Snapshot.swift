@@ -1,7 +1,7 @@
 import LMDB
 
 /// A snapshot of the projections at a sequence, as listed by ``Ledger/snapshots()``.
-public struct SnapshotInfo: Hashable, Sendable {
+public struct SnapshotInfo: Hashable, Sendable, Codable {
     /// The projections equal a replay of every event up to and including this sequence.
     public var sequence: UInt64
     /// When it was written.

@@ -17,7 +17,7 @@ struct ConsumerRecord: Hashable, Sendable {
 }
 
 /// What `ledger consumers` and ``Ledger/consumers()`` report about one consumer.
-public struct ConsumerInfo: Hashable, Sendable {
+public struct ConsumerInfo: Hashable, Sendable, Codable, Identifiable {
     /// Its name.
     public var name: String
     /// The last sequence it handled.
@@ -31,7 +31,7 @@ public struct ConsumerInfo: Hashable, Sendable {
 }
 
 /// Events a consumer read, to handle and then commit with ``Consumer/commit(_:appending:)``.
-public struct ConsumerBatch: Hashable, Sendable {
+public struct ConsumerBatch: Hashable, Sendable, Codable {
     /// The cursor the events were read after.
     public var after: UInt64
     /// The events, in order (may be empty).
@@ -125,7 +125,7 @@ extension Ledger {
             if options.readOnly { throw .readOnly(path: path) }
             try write("register consumer") { txn in
                 guard try consumerRecord(name, in: txn) == nil else { return }
-                let now = currentMicros()
+                let now = options.clock.now().micros
                 let cursor = start == .end ? try headSequence(in: txn) : 0
                 try writeConsumer(ConsumerRecord(cursor: cursor, lastSeen: now, createdAt: now), named: name, in: txn)
             }

@@ -1,5 +1,5 @@
 /// A message as the server lists it, carried by ``InboxSync``.
-public struct InboxMessage: Hashable, Sendable, Encodable {
+public struct InboxMessage: Hashable, Sendable, Codable {
     /// The server's message id (1–200 bytes).
     public var id: String
     /// Its title.
@@ -33,7 +33,7 @@ public struct InboxMessage: Hashable, Sendable, Encodable {
 }
 
 /// `inbox.synced`: the host app's view of the server inbox after a fetch.
-public struct InboxSync: Hashable, Sendable, Encodable {
+public struct InboxSync: Hashable, Sendable, Codable {
     /// How the list relates to what the ledger holds.
     public enum Mode: String, Hashable, Sendable, Codable {
         /// Authoritative: messages missing from the list are removed.
@@ -59,7 +59,7 @@ public struct InboxSync: Hashable, Sendable, Encodable {
 }
 
 /// `message.read`: read state changed locally (widget, app).
-public struct ReadChange: Hashable, Sendable, Encodable {
+public struct ReadChange: Hashable, Sendable, Codable {
     /// The messages changed.
     public var ids: [String]
     /// Read (`true`) or unread.
@@ -74,7 +74,7 @@ public struct ReadChange: Hashable, Sendable, Encodable {
 }
 
 /// `widget.action`: an action tapped in a widget, for the host app to carry out.
-public struct WidgetAction: Hashable, Sendable, Encodable {
+public struct WidgetAction: Hashable, Sendable, Codable {
     /// What the action does.
     public enum Kind: String, Hashable, Sendable, Codable, CaseIterable {
         /// Marks `target` read at once (the widget and badge are right before the host runs).
@@ -109,7 +109,7 @@ public struct WidgetAction: Hashable, Sendable, Encodable {
 }
 
 /// `action.completed`: the host app acknowledges an action it carried out.
-public struct ActionCompletion: Hashable, Sendable, Encodable {
+public struct ActionCompletion: Hashable, Sendable, Codable {
     /// How the host app finished an action.
     public enum Outcome: String, Hashable, Sendable, Codable, CaseIterable {
         case done, failed, discarded
@@ -132,7 +132,7 @@ public struct ActionCompletion: Hashable, Sendable, Encodable {
 }
 
 /// `badge.adjusted`: `{"delta": n}` or `{"set": n}`.
-public enum BadgeAdjustment: Hashable, Sendable, Encodable {
+public enum BadgeAdjustment: Hashable, Sendable, Codable {
     case delta(Int64)
     case set(Int64)
 }

@@ -5,7 +5,7 @@ import Darwin
 #endif
 
 /// Who appended an event: a role (`app`, `widget`, `notification-service`, …) and a process ID.
-public struct Origin: Hashable, Sendable, CustomStringConvertible {
+public struct Origin: Hashable, Sendable, Codable, CustomStringConvertible {
     /// The writer's role, 1–64 bytes of UTF-8.
     public var role: String
     /// The writer's process ID.
@@ -27,7 +27,7 @@ public struct Origin: Hashable, Sendable, CustomStringConvertible {
 /// let event = NewEvent(type: "badge.adjusted", payload: Array(#"{"delta":1}"#.utf8), key: "push-42")
 /// let sequence = try ledger.append(event)
 /// ```
-public struct NewEvent: Hashable, Sendable {
+public struct NewEvent: Hashable, Sendable, Codable {
     /// The event's type name, 1–128 bytes of printable ASCII without spaces (e.g. `inbox.synced`).
     public var type: String
     /// The payload; JSON by convention, any bytes allowed.
@@ -45,7 +45,7 @@ public struct NewEvent: Hashable, Sendable {
 }
 
 /// An event read back from the log.
-public struct Event: Hashable, Sendable {
+public struct Event: Hashable, Sendable, Codable, Identifiable {
     /// Dense, global position in the log, from 1.
     public var sequence: UInt64
     /// Commit time, microseconds since 1970-01-01T00:00:00Z.

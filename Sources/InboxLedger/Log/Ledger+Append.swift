@@ -21,7 +21,7 @@ struct CursorCommit: Sendable {
 
 /// What an append did: the sequence of each event (the original one for an idempotent
 /// retry) and what the projections noticed.
-public struct AppendReceipt: Hashable, Sendable {
+public struct AppendReceipt: Hashable, Sendable, Codable {
     /// One per appended event, in order.
     public var sequences: [UInt64]
     /// Remarks of the projections (an unknown action completed, …). Harmless by design.
@@ -165,7 +165,7 @@ extension Ledger {
 
     private func write(_ batch: [CommitRequest], in txn: Transaction) throws -> [Result<AppendReceipt, LedgerError>] {
         var head = try headSequence(in: txn)
-        let now = currentMicros()
+        let now = options.clock.now().micros
         let projector = try Projector(store: schema.store(txn))
         var counts = EventCounts()
         var outcomes: [Result<AppendReceipt, LedgerError>] = []

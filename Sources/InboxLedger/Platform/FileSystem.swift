@@ -52,6 +52,35 @@ enum FileSystem {
         return Int(s.f_bavail) * Int(s.f_frsize)
     }
 
+    /// Creates a new, private (0700) directory named `prefix` + random characters in the first
+    /// writable directory of `parents`. Returns its path, or the errno of the last attempt.
+    static func makeTemporaryDirectory(prefix: String, in parents: [String]) -> TemporaryDirectoryOutcome {
+        var code = ENOENT
+        for parent in parents where !parent.isEmpty {
+            var template = Array((parent.hasSuffix("/") ? parent : parent + "/") .utf8CString.dropLast()) + Array(prefix.utf8CString.dropLast()) + Array("XXXXXX".utf8CString)
+            let made = template.withUnsafeMutableBufferPointer { buffer -> String? in
+                guard let base = buffer.baseAddress, mkdtemp(base) != nil else { return nil }
+                return String(cString: base)
+            }
+            if let made { return .made(made) }
+            code = errno
+        }
+        return .failed(errno: code)
+    }
+
+    /// Removes the files of directory `path` (not recursively: a ledger's directory holds two
+    /// files) and then the directory. Returns false if something stayed.
+    @discardableResult
+    static func removeDirectory(_ path: String) -> Bool {
+        for name in entries(of: path) ?? [] { unlink(path + "/" + name) }
+        return rmdir(path) == 0
+    }
+
+    enum TemporaryDirectoryOutcome {
+        case made(String)
+        case failed(errno: Int32)
+    }
+
     static func errorMessage(_ code: Int32) -> String {
         guard let s = strerror(code) else { return "errno \(code)" }
         return String(cString: s)

@@ -2,7 +2,7 @@ import Synchronization
 import LMDB
 
 /// One row of the widget's list.
-public struct WidgetItem: Hashable, Sendable {
+public struct WidgetItem: Hashable, Sendable, Codable, Identifiable {
     /// The message id.
     public var id: String
     /// Its title.
@@ -20,7 +20,7 @@ public struct WidgetItem: Hashable, Sendable {
 }
 
 /// Everything a widget shows, read in one short transaction.
-public struct WidgetList: Hashable, Sendable {
+public struct WidgetList: Hashable, Sendable, Codable {
     /// Newest first (ties by id), without removed or expired messages.
     public var items: [WidgetItem]
     /// Unread messages (all of them, not only the rows returned).
@@ -38,7 +38,7 @@ public struct WidgetList: Hashable, Sendable {
 }
 
 /// A message with both read flags (``Ledger/message(id:)``).
-public struct MessageState: Hashable, Sendable {
+public struct MessageState: Hashable, Sendable, Codable, Identifiable {
     /// The message id.
     public var id: String
     /// Its title.
@@ -64,13 +64,13 @@ public struct MessageState: Hashable, Sendable {
 }
 
 /// A widget action waiting for the host app.
-public struct PendingAction: Hashable, Sendable {
+public struct PendingAction: Hashable, Sendable, Codable, Identifiable {
     /// Sequence of the `widget.action` event.
     public var sequence: UInt64
     /// The id the widget gave the action.
     public var actionID: String
-    /// `markRead`, `markTaskDone`, `openMessage` or `custom` (``WidgetAction/Kind``).
-    public var kind: String
+    /// What the action does.
+    public var kind: WidgetAction.Kind
     /// What it acts on, if anything.
     public var target: String?
     /// The application-defined name of a `custom` action.
@@ -96,8 +96,9 @@ extension Ledger {
     /// for row in list.items { print(row.read ? " " : "•", row.title) }
     /// print("badge", list.badge)
     /// ```
-    public func widgetList(limit: Int = 10, now: Timestamp = .now) throws(LedgerError) -> WidgetList {
-        try read("read widget list") { txn in
+    public func widgetList(limit: Int = 10, now: Timestamp? = nil) throws(LedgerError) -> WidgetList {
+        let now = now ?? options.clock.now()
+        return try read("read widget list") { txn in
             let store = schema.store(txn)
             let state = try ProjectionState.load(from: store)
             if let kept = widgetCache.list(state: state, limit: limit, now: now.micros) { return kept }
@@ -126,8 +127,8 @@ extension Ledger {
         }
     }
 
-    /// The app badge now.
-    public func badge(now: Timestamp = .now) throws(LedgerError) -> Int {
+    /// The app badge at `now` (by default the ledger's ``LedgerOptions/clock``).
+    public func badge(now: Timestamp? = nil) throws(LedgerError) -> Int {
         try widgetList(limit: 0, now: now).badge
     }
 

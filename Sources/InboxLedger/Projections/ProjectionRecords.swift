@@ -104,7 +104,7 @@ struct MessageRecord: Hashable, Sendable {
 /// A pending widget action.
 struct ActionRecord: Hashable, Sendable {
     var actionID: String
-    var kind: String
+    var kind: WidgetAction.Kind
     var target: String?
     var name: String?
     /// Canonical JSON of the payload, empty if none.
@@ -118,7 +118,7 @@ struct ActionRecord: Hashable, Sendable {
         w.u8((target != nil ? 1 : 0) | (name != nil ? 2 : 0))
         w.u64le(UInt64(bitPattern: recordedAt))
         w.string(actionID)
-        w.string(kind)
+        w.string(kind.rawValue)
         w.string(target ?? "")
         w.string(name ?? "")
         w.string(role)
@@ -129,7 +129,7 @@ struct ActionRecord: Hashable, Sendable {
 
     static func decode(_ bytes: [UInt8]) -> ActionRecord? {
         var r = ByteReader(bytes)
-        guard r.u8() == 1, let flags = r.u8(), let at = r.u64le(), let id = r.string(), let kind = r.string(),
+        guard r.u8() == 1, let flags = r.u8(), let at = r.u64le(), let id = r.string(), let kind = r.string().flatMap(WidgetAction.Kind.init(rawValue:)),
               let target = r.string(), let name = r.string(), let role = r.string(), let n = r.u32le(),
               let payload = r.take(Int(n)), r.remaining == 0
         else { return nil }

@@ -1,5 +1,5 @@
 /// Something a projection noticed while applying an event, reported to the appender.
-public enum ProjectionNote: Hashable, Sendable, CustomStringConvertible {
+public enum ProjectionNote: Hashable, Sendable, Codable, CustomStringConvertible {
     /// `action.completed` for an action that was never recorded.
     case unknownAction(actionID: String, sequence: UInt64)
     /// `action.completed` for an action already completed (the first completion stands).
@@ -68,7 +68,7 @@ final class Projector<Store: ProjectionStore> {
                 break
             }
             let record = ActionRecord(
-                actionID: action.actionID, kind: action.kind.rawValue, target: action.target, name: action.name,
+                actionID: action.actionID, kind: action.kind, target: action.target, name: action.name,
                 payload: try action.payload.map { try EventJSON.encodeCanonical($0) } ?? [],
                 role: event.origin.role, recordedAt: event.timestampMicros)
             try store.put(.actions, SequenceKey.encode(event.sequence), record.encode())
