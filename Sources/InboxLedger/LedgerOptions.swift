@@ -86,6 +86,8 @@ public struct LedgerOptions: Sendable {
     /// The time source for commit timestamps and expiry (``LedgerClock``): the system clock
     /// unless a test injects one.
     public var clock: LedgerClock = .system
+    /// Upgrades of app-defined event payloads applied as events are read (``EventUpcaster``).
+    public var upcasters: [EventUpcaster] = []
 
     /// Options for a process that records its events as `role` (1–64 bytes), with every other option at its default.
     public init(role: String = "app") {

@@ -74,7 +74,7 @@ public final class Consumer: Sendable {
             guard let record = try ledger.consumerRecord(name, in: txn) else { throw LedgerError.unknownConsumer(name: name) }
             let first = try ledger.firstSequence(in: txn)
             if record.cursor + 1 < first { throw LedgerError.consumerGap(name: name, cursor: record.cursor, firstAvailable: first) }
-            return ConsumerBatch(after: record.cursor, events: try ledger.events(after: record.cursor, limit: limit, in: txn))
+            return ConsumerBatch(after: record.cursor, events: try ledger.upcast(try ledger.events(after: record.cursor, limit: limit, in: txn)))
         }
     }
 

@@ -6,14 +6,14 @@ extension Ledger {
     public func event(at sequence: UInt64) throws(LedgerError) -> Event? {
         try read("read event") { txn in
             guard let bytes = try txn.get(schema.events, key: SequenceKey.encode(sequence)) else { return nil }
-            return try decode(bytes, sequence: sequence)
+            return try upcast(try decode(bytes, sequence: sequence))
         }
     }
 
     /// Up to `limit` events with sequence numbers greater than `sequence`, in order, read in
     /// one short transaction.
     public func events(after sequence: UInt64 = 0, limit: Int = 1000) throws(LedgerError) -> [Event] {
-        try read("read events") { txn in try events(after: sequence, limit: limit, in: txn) }
+        try upcast(try read("read events") { txn in try events(after: sequence, limit: limit, in: txn) })
     }
 
     func events(after sequence: UInt64, limit: Int, in txn: Transaction) throws -> [Event] {
