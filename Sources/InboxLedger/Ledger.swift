@@ -34,6 +34,9 @@ public final class Ledger: Sendable {
     /// The durability this handle's appends commit with: ``LedgerOptions/durability`` raised to
     /// the ledger's stored floor (``LedgerMetadata/durabilityFloor``).
     public let durability: LedgerDurability
+    /// Why this handle may not write (nil: it may): opened read-only, or projections built by
+    /// a newer library.
+    let writeRefusal: LedgerError?
 
     let environment: Environment
     let schema: Schema
@@ -69,7 +72,17 @@ public final class Ledger: Sendable {
         do { self.schema = try Schema(environment) } catch {
             throw .notALedger(path: path, reason: "missing table '\(Schema.allNames.first { !environment.hasDatabase($0) } ?? "?")'")
         }
-        self.metadata = metadata
+        var opened = metadata
+        if options.readOnly {
+            writeRefusal = .readOnly(path: path)
+        } else if metadata.projectionVersion > ProjectionRules.version {
+            writeRefusal = .newerProjections(path: path, found: metadata.projectionVersion, supported: ProjectionRules.version)
+        } else {
+            writeRefusal = nil
+            // Rebuilt below, before the handle is returned (or the opening fails).
+            opened.projectionVersion = ProjectionRules.version
+        }
+        self.metadata = opened
         self.durability = options.durability.atLeast(metadata.durabilityFloor)
         self.environment = environment
         self.commitQueue = environment.attachment("InboxLedger.CommitQueue") { CommitQueue() }
@@ -77,6 +90,12 @@ public final class Ledger: Sendable {
         self.changeMonitor = environment.attachment("InboxLedger.ChangeMonitor") {
             ChangeMonitor(dataFile: path + "/data.mdb")
         }
+        if writeRefusal == nil, metadata.projectionVersion < ProjectionRules.version { try upgradeProjections() }
+    }
+
+    /// Throws why this handle may not write, if it may not.
+    func checkWritable() throws(LedgerError) {
+        if let writeRefusal { throw writeRefusal }
     }
 
     /// Opens (or joins) the LMDB environment, with an error that says what went wrong.
@@ -228,7 +247,16 @@ public final class Ledger: Sendable {
                     }
                     floor = value
                 }
-                return LedgerMetadata(formatVersion: format, ledgerID: id, createdAtMicros: Int64(bitPattern: created), durabilityFloor: floor)
+                var projections: UInt32 = 1
+                if let stored = try txn.get(meta, key: Schema.MetaKey.projectionVersion) {
+                    var pr = ByteReader(stored)
+                    guard stored.count == 4, let value = pr.u32le() else {
+                        throw LedgerError.corruptStore(path: path, reason: "unreadable projection version in the ledger metadata")
+                    }
+                    projections = value
+                }
+                return LedgerMetadata(formatVersion: format, ledgerID: id, createdAtMicros: Int64(bitPattern: created),
+                                      durabilityFloor: floor, projectionVersion: projections)
             }
         } catch {
             throw LedgerError.from(error, path: path, operation: "read metadata")
@@ -253,6 +281,9 @@ public final class Ledger: Sendable {
                 try txn.writeUInt64(meta, Schema.MetaKey.createdAt, UInt64(bitPattern: clock.now().micros))
                 try txn.writeUInt64(meta, Schema.MetaKey.head, 0)
                 try txn.put(meta, key: Schema.MetaKey.durabilityFloor, value: [durabilityFloor.storedByte])
+                var rules = ByteWriter(capacity: 4)
+                rules.u32le(ProjectionRules.version)
+                try txn.put(meta, key: Schema.MetaKey.projectionVersion, value: rules.bytes)
             }
         } catch {
             throw LedgerError.from(error, path: path, operation: "create ledger")
@@ -272,6 +303,7 @@ public final class Ledger: Sendable {
 
     /// Runs `body` in one write transaction (on this thread), mapping errors.
     func write<T>(_ operation: String, _ body: (Transaction) throws -> T) throws(LedgerError) -> T {
+        try checkWritable()
         do {
             return try environment.write(timeoutMilliseconds: Ledger.milliseconds(options.writeTimeout), body)
         } catch {

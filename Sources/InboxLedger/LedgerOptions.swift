@@ -88,6 +88,9 @@ public struct LedgerOptions: Sendable {
     public var clock: LedgerClock = .system
     /// Upgrades of app-defined event payloads applied as events are read (``EventUpcaster``).
     public var upcasters: [EventUpcaster] = []
+    /// What a writable opening does when the projections were built by older rules and the
+    /// log was trimmed (``ProjectionUpgrade``); with the whole log, it always rebuilds.
+    public var projectionUpgrade: ProjectionUpgrade = .fromWholeLog
 
     /// Options for a process that records its events as `role` (1–64 bytes), with every other option at its default.
     public init(role: String = "app") {

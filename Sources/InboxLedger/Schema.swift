@@ -22,6 +22,7 @@ struct Schema: Sendable {
         static let lastCompaction = Array("last-compaction".utf8)
         static let compactorLease = Array("compactor-lease".utf8)
         static let durabilityFloor = Array("durability-floor".utf8)
+        static let projectionVersion = Array("projection-version".utf8)
     }
 
     let meta: Database
@@ -58,6 +59,10 @@ public struct LedgerMetadata: Hashable, Sendable {
     /// The weakest durability any process commits with (``LedgerOptions/durabilityFloor``);
     /// `singleSync` for ledgers created before the floor was recorded.
     public var durabilityFloor: LedgerDurability = .singleSync
+    /// The version of the projection rules the stored projections were built by, once this
+    /// handle opened the ledger (a writable opening rebuilds projections built by older rules;
+    /// a newer version makes the handle read-only: ``LedgerError/newerProjections(path:found:supported:)``).
+    public var projectionVersion: UInt32 = 1
 }
 
 /// Helpers to read and write the meta record's fields.

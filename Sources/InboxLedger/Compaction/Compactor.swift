@@ -105,8 +105,8 @@ public final class Compactor: Sendable {
             eventsTrimmed: willTrim ? Int(plan.trimThrough - plan.first + 1) : 0,
             keysForgotten: 0, snapshotsDeleted: 0, chunks: 0, seconds: 0, blockers: plan.blockers,
             expiredConsumers: plan.expired, firstSequence: plan.first, headSequence: plan.head)
-        if dryRun || ledger.options.readOnly {
-            if !dryRun { throw .readOnly(path: ledger.path) }
+        if dryRun || ledger.writeRefusal != nil {
+            if !dryRun { try ledger.checkWritable() }
             if willTrim, (plan.latestSnapshot ?? 0) < plan.trimThrough { report.snapshotSequence = plan.head }
             report.seconds = monotonicSeconds() - started
             return report

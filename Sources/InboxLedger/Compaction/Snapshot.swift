@@ -142,7 +142,7 @@ extension Ledger {
     }
 
     /// Loads snapshot `sequence` into `store`, checking its row count and checksum.
-    func loadSnapshot(_ sequence: UInt64, into store: MemoryStore, in txn: Transaction) throws {
+    func loadSnapshot(_ sequence: UInt64, into store: some ProjectionStore, in txn: Transaction) throws {
         guard let headerBytes = try txn.get(schema.snapshots, key: SnapshotCodec.rowKey(sequence, SnapshotCodec.headerTag, [])),
               let header = SnapshotCodec.Header.decode(headerBytes)
         else { throw LedgerError.corruptStore(path: path, reason: "snapshot \(sequence) has no readable header") }

@@ -122,7 +122,7 @@ extension Ledger {
         }
         let exists = try read("read consumer") { txn in try consumerRecord(name, in: txn) != nil }
         if !exists {
-            if options.readOnly { throw .readOnly(path: path) }
+            try checkWritable()
             try write("register consumer") { txn in
                 guard try consumerRecord(name, in: txn) == nil else { return }
                 let now = options.clock.now().micros
@@ -160,7 +160,7 @@ extension Ledger {
     /// Removes a consumer; returns whether it existed.
     @discardableResult
     public func dropConsumer(named name: String) throws(LedgerError) -> Bool {
-        if options.readOnly { throw .readOnly(path: path) }
+        try checkWritable()
         return try write("drop consumer") { txn in try txn.delete(schema.consumers, key: Array(name.utf8)) }
     }
 

@@ -102,7 +102,7 @@ extension Ledger {
     }
 
     func submit(_ prepared: [PreparedEvent], cursor: CursorCommit?, expectedHead: UInt64? = nil) throws(LedgerError) -> AppendReceipt {
-        if options.readOnly { throw .readOnly(path: path) }
+        try checkWritable()
         let request = CommitRequest(events: prepared, origin: origin, durability: durability, cursor: cursor, expectedHead: expectedHead)
         let result = commitQueue.submit(request, maxEvents: options.maxGroupCommitEvents) { batch in
             commit(batch)

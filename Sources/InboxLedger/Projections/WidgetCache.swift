@@ -21,6 +21,9 @@ final class WidgetCache: Sendable {
         }
     }
 
+    /// Drops the kept list (the projections were rebuilt).
+    func forget() { entry.withLock { $0 = nil } }
+
     func keep(_ list: WidgetList, state: ProjectionState, limit: Int, now: Int64) {
         entry.withLock { $0 = Entry(state: state, limit: limit, now: now, list: list) }
     }

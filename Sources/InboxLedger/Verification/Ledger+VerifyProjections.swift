@@ -32,36 +32,11 @@ extension Ledger {
 
     func verifyProjections(in txn: Transaction) throws -> ProjectionMismatch? {
         do {
+            // Projections built by other rules than this library's cannot be compared with a
+            // rebuild by its rules (a newer library's, or an older one's not upgraded yet).
+            if let stored = try storedProjectionVersion(in: txn), stored != ProjectionRules.version { return nil }
             let rebuilt = MemoryStore()
-            // A trimmed log rests on a snapshot: start from the newest one, then replay the tail.
-            let first = try firstSequence(in: txn)
-            var start: UInt64 = 0
-            if first > 1 {
-                guard let snapshot = try snapshotHeaders(in: txn).last, snapshot.sequence + 1 >= first else {
-                    throw LedgerError.corruptStore(path: path, reason: "the log starts at \(first) but no snapshot covers what was trimmed")
-                }
-                try loadSnapshot(snapshot.sequence, into: rebuilt, in: txn)
-                start = snapshot.sequence
-            }
-            let projector = try Projector(store: rebuilt)
-            try txn.withCursor(schema.events) { cursor in
-                var entry = start == 0 ? try cursor.first() : try cursor.seek(atLeast: SequenceKey.encode(start + 1))
-                while let e = entry {
-                    guard let seq = SequenceKey.decode(e.key) else {
-                        throw LedgerError.corruptStore(path: path, reason: "malformed event key")
-                    }
-                    let event = try decode(e.value, sequence: seq)
-                    let domain: DomainEvent
-                    do { domain = try DomainEvent.decode(type: event.type, payload: event.payload) } catch {
-                        // A stored built-in event was validated when appended: one that no longer
-                        // validates is damage (or a rule changed), and the rebuild would be wrong.
-                        throw LedgerError.corruptRecord(sequence: seq, reason: "stored \(event.type) event no longer validates: \(error)")
-                    }
-                    _ = try projector.apply(event, domain)
-                    entry = try cursor.next()
-                }
-            }
-            try projector.finish()
+            try replayProjections(into: rebuilt, from: .newestSnapshotIfTrimmed, in: txn)
             let stored = schema.store(txn)
             for table in ProjectionTable.allCases {
                 var actual: [(key: [UInt8], value: [UInt8])] = []
@@ -74,6 +49,53 @@ extension Ledger {
             }
             return nil
         }
+    }
+
+    /// Where a replay of the projections starts.
+    enum ReplayStart {
+        /// The whole log when it is untrimmed, else the newest snapshot and the events after it.
+        case newestSnapshotIfTrimmed
+        /// The whole log, which must be untrimmed; else `projectionUpgradeNeeded(reason:)` of
+        /// the stored version.
+        case wholeLog(storedVersion: UInt32)
+    }
+
+    /// Applies the log to `store` (empty): from the newest snapshot plus the events after it
+    /// once the log has been trimmed, else from the whole log.
+    func replayProjections(into store: some ProjectionStore, from start: ReplayStart, in txn: Transaction) throws {
+        let first = try firstSequence(in: txn)
+        var after: UInt64 = 0
+        if first > 1 {
+            if case .wholeLog(let stored) = start {
+                throw LedgerError.projectionUpgradeNeeded(
+                    path: path, stored: stored, supported: ProjectionRules.version,
+                    reason: "the log was trimmed (it starts at \(first)) and its snapshots hold state built by the old rules")
+            }
+            guard let snapshot = try snapshotHeaders(in: txn).last, snapshot.sequence + 1 >= first else {
+                throw LedgerError.corruptStore(path: path, reason: "the log starts at \(first) but no snapshot covers what was trimmed")
+            }
+            try loadSnapshot(snapshot.sequence, into: store, in: txn)
+            after = snapshot.sequence
+        }
+        let projector = try Projector(store: store)
+        try txn.withCursor(schema.events) { cursor in
+            var entry = after == 0 ? try cursor.first() : try cursor.seek(atLeast: SequenceKey.encode(after + 1))
+            while let e = entry {
+                guard let seq = SequenceKey.decode(e.key) else {
+                    throw LedgerError.corruptStore(path: path, reason: "malformed event key")
+                }
+                let event = try decode(e.value, sequence: seq)
+                let domain: DomainEvent
+                do { domain = try DomainEvent.decode(type: event.type, payload: event.payload) } catch {
+                    // A stored built-in event was validated when appended: one that no longer
+                    // validates is damage (or a rule changed), and the rebuild would be wrong.
+                    throw LedgerError.corruptRecord(sequence: seq, reason: "stored \(event.type) event no longer validates: \(error)")
+                }
+                _ = try projector.apply(event, domain)
+                entry = try cursor.next()
+            }
+        }
+        try projector.finish()
     }
 
     private func firstDifference(_ table: ProjectionTable, expected: [(key: [UInt8], value: [UInt8])],

@@ -1,0 +1,57 @@
+import LMDB
+
+/// The version of the projection rules this library applies (``Projector``): what each event
+/// does to the widget list, the badge, the pending actions. Raise it with any change to what
+/// the rules write for the same events; a ledger whose projections were built by an older
+/// version is rebuilt when it is opened (docs/operations.md, "Upgrades").
+enum ProjectionRules {
+    static let version: UInt32 = 1
+}
+
+/// What a writable opening does when the ledger's projections were built by older rules and the
+/// log was trimmed, so that the events before the newest snapshot cannot be replayed.
+public enum ProjectionUpgrade: Sendable, Hashable {
+    /// Refuse with ``LedgerError/projectionUpgradeNeeded(path:stored:supported:reason:)``,
+    /// writing nothing (the default: never mix rules silently).
+    case fromWholeLog
+    /// Rebuild from the newest snapshot (state built by the old rules up to it) plus the
+    /// events after it replayed by the new rules: the documented way out.
+    case fromNewestSnapshot
+}
+
+extension Ledger {
+    /// The projection rules version stored in the ledger (nil: a ledger from before versions
+    /// were stored, built by version 1).
+    func storedProjectionVersion(in txn: Transaction) throws -> UInt32? {
+        guard let bytes = try txn.get(schema.meta, key: Schema.MetaKey.projectionVersion) else { return nil }
+        var r = ByteReader(bytes)
+        guard bytes.count == 4, let version = r.u32le() else {
+            throw LedgerError.corruptStore(path: path, reason: "unreadable projection version in the ledger metadata")
+        }
+        return version
+    }
+
+    /// Rebuilds every projection by this library's rules in one write transaction (other
+    /// processes see the old projections until it commits, then the new ones), unless another
+    /// process did it first.
+    func upgradeProjections() throws(LedgerError) {
+        try write("upgrade projections") { txn in
+            let stored = try storedProjectionVersion(in: txn) ?? 1
+            guard stored < ProjectionRules.version else { return }
+            for table in ProjectionTable.allCases {
+                guard let db = schema.projections[table] else { continue }
+                try txn.removeAll(db)
+            }
+            let start: ReplayStart = options.projectionUpgrade == .fromNewestSnapshot ? .newestSnapshotIfTrimmed : .wholeLog(storedVersion: stored)
+            try replayProjections(into: schema.store(txn), from: start, in: txn)
+            try writeProjectionVersion(ProjectionRules.version, in: txn)
+        }
+        widgetCache.forget()
+    }
+
+    func writeProjectionVersion(_ version: UInt32, in txn: Transaction) throws {
+        var w = ByteWriter(capacity: 4)
+        w.u32le(version)
+        try txn.put(schema.meta, key: Schema.MetaKey.projectionVersion, value: w.bytes)
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import InboxLedger
+import LMDB
+
+/// A library whose projection rules differ from the ones a ledger's projections were built by:
+/// a writable opening rebuilds them (atomically, once, whichever process gets there first); a
+/// trimmed log says so and writes nothing; a newer version opens read-only.
+@Suite struct ProjectionUpgradeTests {
+    let agent = Processes.product("LedgerTestAgent")
+
+    /// A ledger of mixed inbox events, closed, whose stored projection version is set to
+    /// `version` and whose widget rows were dropped (what rules that never wrote them would have
+    /// left), so a rebuild is visible. Returns the widget list the current rules give.
+    func oldLedger(_ path: String, version: UInt32, trimmed: Bool = false) throws -> WidgetList {
+        let ledger = try Ledger(path: path, options: LedgerOptions(role: "app-v0"))
+        try appendMixed(ledger, count: 300, seed: 7)
+        if trimmed { try Compactor(ledger: ledger, policy: policy(tail: 50, chunk: 100)).runOnce() }
+        let expected = try ledger.widgetList(limit: 50)
+        try ledger.write("simulate old rules") { txn in
+            try ledger.writeProjectionVersion(version, in: txn)
+            guard let widget = ledger.schema.projections[.widget] else { return }
+            try txn.removeAll(widget)
+        }
+        return expected
+    }
+
+    func storedVersion(_ path: String) throws -> UInt32? {
+        var options = LedgerOptions(role: "probe")
+        options.readOnly = true
+        let ledger = try Ledger(path: path, options: options)
+        return try ledger.read("probe") { txn in try ledger.storedProjectionVersion(in: txn) }
+    }
+
+    @Test func aWritableOpeningRebuildsProjectionsBuiltByOlderRules() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        let expected = try oldLedger(path, version: 0)
+        // A read-only opening reads what is stored and writes nothing.
+        var readOnly = LedgerOptions(role: "widget")
+        readOnly.readOnly = true
+        do {
+            let widget = try Ledger(path: path, options: readOnly)
+            #expect(widget.metadata.projectionVersion == 0)
+            #expect(try widget.widgetList(limit: 50).items.isEmpty, "the read-only handle rebuilt something")
+        }
+        #expect(try storedVersion(path) == 0)
+
+        let upgraded = try Ledger(path: path, options: LedgerOptions(role: "app-v1"))
+        #expect(upgraded.metadata.projectionVersion == ProjectionRules.version)
+        #expect(try storedVersion(path) == ProjectionRules.version)
+        #expect(try upgraded.widgetList(limit: 50) == expected)
+        #expect(try upgraded.verifyProjections() == nil)
+        #expect(try upgraded.verify().isHealthy)
+    }
+
+    @Test func concurrentProcessesUpgradeOnceAndAllSeeTheRebuild() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        let expected = try oldLedger(path, version: 0)
+        let openers = try (0..<4).map { _ in try Processes.start(agent, ["open", path]) }
+        for opener in openers { #expect(try opener.wait().status == 0) }
+        let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
+        #expect(try storedVersion(path) == ProjectionRules.version)
+        #expect(try ledger.widgetList(limit: 50) == expected)
+        #expect(try ledger.verifyProjections() == nil)
+    }
+
+    @Test func aTrimmedLogIsATypedErrorUntilTheSnapshotPathIsChosen() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        let expected = try oldLedger(path, version: 0, trimmed: true)
+        let before = try #require(fileBytes(path + "/data.mdb"))
+        do {
+            _ = try Ledger(path: path, options: LedgerOptions(role: "app-v1"))
+            Issue.record("opened a trimmed ledger with stale projections")
+        } catch {
+            guard case .projectionUpgradeNeeded(_, 0, ProjectionRules.version, let reason) = error else { Issue.record("\(error)"); return }
+            #expect(reason.contains("trimmed"))
+            #expect(error.recoverySuggestion?.contains("fromNewestSnapshot") == true)
+        }
+        #expect(fileBytes(path + "/data.mdb") == before, "the refused upgrade wrote something")
+        var options = LedgerOptions(role: "app-v1")
+        options.projectionUpgrade = .fromNewestSnapshot
+        let upgraded = try Ledger(path: path, options: options)
+        #expect(try storedVersion(path) == ProjectionRules.version)
+        #expect(try upgraded.widgetList(limit: 50) == expected)
+        #expect(try upgraded.verifyProjections() == nil)
+    }
+
+    @Test func projectionsOfANewerLibraryOpenReadOnlyAndAreNeverRewritten() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        do {
+            let ledger = try Ledger(path: path, options: LedgerOptions(role: "app-v2"))
+            try appendMixed(ledger, count: 100, seed: 3)
+            try ledger.write("simulate newer rules") { txn in try ledger.writeProjectionVersion(ProjectionRules.version + 1, in: txn) }
+        }
+        let before = try #require(fileBytes(path + "/data.mdb"))
+        let old = try Ledger(path: path, options: LedgerOptions(role: "app-v1"))
+        #expect(old.metadata.projectionVersion == ProjectionRules.version + 1)
+        _ = try old.widgetList()
+        _ = try old.events(after: 0)
+        #expect(try old.verify().isHealthy, "verify compared projections built by other rules with its own")
+        #expect(throws: LedgerError.newerProjections(path: path, found: ProjectionRules.version + 1, supported: ProjectionRules.version)) {
+            try old.append(.badgeAdjusted(.delta(1)))
+        }
+        #expect(throws: LedgerError.self) { try old.consumer(named: "new-consumer") }
+        #expect(throws: LedgerError.self) { try Compactor(ledger: old, policy: policy(tail: 10)).runOnce() }
+        #expect(fileBytes(path + "/data.mdb") == before, "a newer ledger was written by an older library")
+    }
+}
