@@ -44,6 +44,8 @@ public final class Ledger: Sendable {
     let changeMonitor: ChangeMonitor
     /// The last widget list read in this process (shared by every handle of the directory).
     let widgetCache: WidgetCache
+    /// Runs the async forms' reads off the cooperative pool (one thread per directory).
+    let readWorker: OffPoolWorker
 
     /// Opens the ledger in `path`, creating it (and the directory) if `options.create` allows.
     ///
@@ -87,6 +89,7 @@ public final class Ledger: Sendable {
         self.environment = environment
         self.commitQueue = environment.attachment("InboxLedger.CommitQueue") { CommitQueue() }
         self.widgetCache = environment.attachment("InboxLedger.WidgetCache") { WidgetCache() }
+        self.readWorker = environment.attachment("InboxLedger.OffPoolWorker") { OffPoolWorker() }
         self.changeMonitor = environment.attachment("InboxLedger.ChangeMonitor") {
             ChangeMonitor(dataFile: path + "/data.mdb")
         }

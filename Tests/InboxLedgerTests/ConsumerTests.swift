@@ -105,7 +105,7 @@ import LMDB
         let ledger = t.ledger
         let appender = Task.detached {
             try await Task.sleep(for: .milliseconds(50))
-            return try ledger.append(event())
+            return try await ledger.append(event())
         }
         let woke = try await ledger.waitForChange(after: head)
         #expect(woke == (try await appender.value))
@@ -142,7 +142,7 @@ import LMDB
         Task.detached {
             for _ in 0..<3 {
                 try await Task.sleep(for: .milliseconds(20))
-                try ledger.append(event())
+                try await ledger.append(event())
             }
         }
         var seen: [UInt64] = []

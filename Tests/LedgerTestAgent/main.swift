@@ -182,7 +182,7 @@ func awaitFile(_ path: String) {
 /// Opens, appends and reads (so the process holds LMDB's locks and a reader slot), parks a
 /// waiter, then follows the test's steps: `CTL/suspend` → Ledger.suspend() and a call timed
 /// while suspended; `CTL/resume` → resume, the widget list compared, an append; `CTL/exit`.
-func suspendCycle(dir: String, control: String) async {
+func suspendCycle(dir: String, control: String) {
     do {
         let ledger = try Ledger(path: dir, options: LedgerOptions(role: "app"))
         try ledger.append(.badgeAdjusted(.delta(1)))
@@ -379,7 +379,7 @@ case "consume-check":  // consume-check DIR NAME EXPECTED TIMEOUT
 case "widget-reader":  // widget-reader DIR SECONDS
     widgetReader(dir: arg(2), seconds: Double(int(3)))
 case "suspend-cycle":  // suspend-cycle DIR CONTROLDIR
-    await suspendCycle(dir: arg(2), control: arg(3))
+    suspendCycle(dir: arg(2), control: arg(3))
 case "hold-open-lock":  // hold-open-lock DIR
     holdOpenLock(dir: arg(2))
 case "stall-in-write":  // stall-in-write DIR SECONDS

@@ -68,7 +68,7 @@ struct Simulate: AsyncParsableCommand {
             try await Task.sleep(for: .seconds(1))
             let head = (try? ledger.headSequence()) ?? lastHead
             let now = Date()
-            let list = try? ledger.widgetList(limit: 0)
+            let list = try? await ledger.widgetList(limit: 0)
             let rate = Double(head - lastHead) / now.timeIntervalSince(lastTime)
             emit(String(format: "%6.1f s %9llu %10.0f %8d %6d %7d", now.timeIntervalSince(started), head, rate,
                         list?.pendingActions ?? 0, list?.badge ?? 0, list?.unreadCount ?? 0))
@@ -82,7 +82,7 @@ struct Simulate: AsyncParsableCommand {
         compactor.terminate()
         compactor.waitUntilExit()
         // Let the host finish every queued action, then stop it.
-        do { try ledger.append(NewEvent(type: "simulate.end", payload: Array("{}".utf8))) } catch { throw fail(error) }
+        do { try await ledger.append(NewEvent(type: "simulate.end", payload: Array("{}".utf8))) } catch let error as LedgerError { throw fail(error) }
         let deadline = Date().addingTimeInterval(60)
         while host.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
         if host.isRunning { host.terminate() }
@@ -94,8 +94,8 @@ struct Simulate: AsyncParsableCommand {
         do {
             stats = try ledger.statistics()
             report = try ledger.verify()
-            pending = try ledger.pendingActions(limit: 1_000_000).count
-        } catch {
+            pending = try await ledger.pendingActions(limit: 1_000_000).count
+        } catch let error as LedgerError {
             throw fail(error)
         }
         var lines = ["", "Summary"]
@@ -213,7 +213,8 @@ struct SimulateRole: AsyncParsableCommand {
         let host = try ledger.consumer(named: "host-app")
         while true {
             let batch: ConsumerBatch
-            do { batch = try host.next(limit: 100) } catch LedgerError.consumerGap(_, _, _) {
+            do { batch = try await host.next(limit: 100) } catch {
+                guard isGap(error) else { throw error }
                 try host.rebase()
                 continue
             }
@@ -230,10 +231,16 @@ struct SimulateRole: AsyncParsableCommand {
                 if event.type == "simulate.end" { finished = true }
             }
             if pauseMicros > 0 { usleep(pauseMicros) }
-            try host.commit(batch, appending: completions)
+            try await host.commit(batch, appending: completions)
             if finished { return }
         }
     }
+}
+
+/// Whether `error` says the consumer fell behind a trim (it then rebases).
+private func isGap(_ error: any Error) -> Bool {
+    if case .consumerGap? = error as? LedgerError { return true }
+    return false
 }
 
 /// SplitMix64: a small generator so `--seed` makes runs repeatable.

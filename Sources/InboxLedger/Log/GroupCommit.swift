@@ -33,18 +33,37 @@ struct CommitRequest: Sendable {
 /// for everyone) and then wakes each caller. The leader runs the whole transaction on its own
 /// thread, start to end, so the writer lock is always released by the thread that took it.
 final class CommitQueue: Sendable {
+    /// Who waits for a request's outcome: a blocking caller (by ticket, in `outcomes`) or an
+    /// async caller (its completion, called once, outside the lock).
+    typealias Completion = @Sendable (Result<AppendReceipt, any Error>) -> Void
+    typealias Commit = @Sendable ([CommitRequest]) -> [Result<AppendReceipt, LedgerError>]
+
+    private struct Pending {
+        var ticket: UInt64
+        var request: CommitRequest
+        var completion: Completion?
+    }
+
     private struct State {
         /// Requests not yet taken by a leader, by ticket.
-        var pending: [(ticket: UInt64, request: CommitRequest)] = []
-        /// Outcomes published by leaders, until each caller takes its own.
+        var pending: [Pending] = []
+        /// Outcomes published by leaders, until each blocking caller takes its own.
         var outcomes: [UInt64: Result<AppendReceipt, LedgerError>] = [:]
         var nextTicket: UInt64 = 0
         var leaderActive = false
         var lastReaderCheck = monotonicSeconds()
+        /// How the async leader commits (the last async submitter's handle), held only while
+        /// async requests wait, and whether its thread runs.
+        var asyncCommit: Commit?
+        var asyncLeaderRunning = false
+        /// Async requests no leader has taken yet (the ones a cancellation can still remove).
+        var asyncPendingCount: Int { pending.reduce(0) { $0 + ($1.completion == nil ? 0 : 1) } }
     }
 
     /// How often a leader clears reader slots of dead processes (docs/lmdb.md rule 4).
     static let readerCheckInterval = 30.0
+    /// How long the async leader thread outlives its last request.
+    static let asyncLeaderLingerSeconds = 1.0
 
     /// Whether the reader table is due for a check; resets the clock when it is.
     func readerCheckDue() -> Bool {
@@ -59,6 +78,37 @@ final class CommitQueue: Sendable {
     private let state = Mutex(State())
     private let wakeup = Condition()
 
+    /// Takes the next batch (up to `maxEvents` events, at least one request) if no leader is
+    /// active, making the caller the leader.
+    private static func takeBatch(_ s: inout State, maxEvents: Int) -> [Pending]? {
+        if s.leaderActive || s.pending.isEmpty { return nil }
+        s.leaderActive = true
+        var taken = 0
+        var count = 0
+        for p in s.pending {
+            if count > 0 && count + p.request.events.count > maxEvents { break }
+            count += p.request.events.count
+            taken += 1
+        }
+        let batch = Array(s.pending.prefix(taken))
+        s.pending.removeFirst(taken)
+        return batch
+    }
+
+    /// Commits `batch` as its leader and hands every outcome to its owner.
+    private func lead(_ batch: [Pending], commit: ([CommitRequest]) -> [Result<AppendReceipt, LedgerError>]) {
+        let outcomes = commit(batch.map(\.request))
+        var completions: [(Completion, Result<AppendReceipt, any Error>)] = []
+        state.withLock { s in
+            for (entry, outcome) in zip(batch, outcomes) {
+                if let completion = entry.completion { completions.append((completion, outcome.mapError { $0 })) } else { s.outcomes[entry.ticket] = outcome }
+            }
+            s.leaderActive = false
+        }
+        wakeup.broadcast()
+        for (completion, outcome) in completions { completion(outcome) }
+    }
+
     /// Enqueues `request` and returns once a commit holding it (or its failure) is final.
     /// `commit` runs on the calling thread when this caller becomes the leader and returns one
     /// outcome per request of the batch, which are published under the lock.
@@ -67,34 +117,83 @@ final class CommitQueue: Sendable {
     ) -> Result<AppendReceipt, LedgerError> {
         let ticket = state.withLock { s in
             s.nextTicket += 1
-            s.pending.append((s.nextTicket, request))
+            s.pending.append(Pending(ticket: s.nextTicket, request: request, completion: nil))
             return s.nextTicket
         }
         while true {
-            let batch: [(ticket: UInt64, request: CommitRequest)]? = state.withLock { s in
-                if s.outcomes[ticket] != nil || s.leaderActive { return nil }
-                s.leaderActive = true
-                var taken = 0
-                var count = 0
-                for (_, r) in s.pending {
-                    if count > 0 && count + r.events.count > maxEvents { break }
-                    count += r.events.count
-                    taken += 1
-                }
-                let batch = Array(s.pending.prefix(taken))
-                s.pending.removeFirst(taken)
-                return batch
+            let batch = state.withLock { s -> [Pending]? in
+                if s.outcomes[ticket] != nil { return nil }
+                return Self.takeBatch(&s, maxEvents: maxEvents)
             }
             if let batch {
-                let outcomes = commit(batch.map(\.request))
-                state.withLock { s in
-                    for (entry, outcome) in zip(batch, outcomes) { s.outcomes[entry.ticket] = outcome }
-                    s.leaderActive = false
-                }
-                wakeup.broadcast()
+                lead(batch, commit: commit)
             } else {
                 if let done = state.withLock({ $0.outcomes.removeValue(forKey: ticket) }) { return done }
                 wakeup.wait { self.state.withLock { s in s.outcomes[ticket] != nil || !s.leaderActive } }
+            }
+        }
+    }
+
+    /// Enqueues `request` for an async caller and returns its ticket (for ``cancel(_:)``) at
+    /// once; `completion` gets the outcome. The commit runs on this queue's leader thread (or
+    /// on a blocking caller's, which takes it into its group), never on the caller's.
+    func submitAsync(_ request: CommitRequest, maxEvents: Int, commit: @escaping Commit, completion: @escaping Completion) -> UInt64 {
+        let (ticket, startLeader) = state.withLock { s -> (UInt64, Bool) in
+            s.nextTicket += 1
+            s.pending.append(Pending(ticket: s.nextTicket, request: request, completion: completion))
+            s.asyncCommit = commit
+            defer { s.asyncLeaderRunning = true }
+            return (s.nextTicket, !s.asyncLeaderRunning)
+        }
+        if startLeader {
+            detachThread { self.leadAsyncRequests(maxEvents: maxEvents) }
+        } else {
+            wakeup.broadcast()
+        }
+        return ticket
+    }
+
+    /// Withdraws an async request no leader has taken yet, completing it with
+    /// `CancellationError`; a request a commit already holds gets that commit's outcome.
+    func cancel(_ ticket: UInt64) {
+        let completion = state.withLock { s -> Completion? in
+            guard let index = s.pending.firstIndex(where: { $0.ticket == ticket }) else { return nil }
+            return s.pending.remove(at: index).completion
+        }
+        completion?(.failure(CancellationError()))
+    }
+
+    /// The async leader thread: leads a commit whenever async requests wait and no other leader
+    /// is active; exits after ``asyncLeaderLingerSeconds`` without any.
+    private func leadAsyncRequests(maxEvents: Int) {
+        var idleSince = monotonicSeconds()
+        while true {
+            let next = state.withLock { s -> (batch: [Pending], commit: Commit)?? in
+                guard s.asyncPendingCount > 0 else {
+                    if monotonicSeconds() - idleSince >= Self.asyncLeaderLingerSeconds {
+                        s.asyncLeaderRunning = false
+                        s.asyncCommit = nil
+                        return .some(nil)
+                    }
+                    return nil
+                }
+                guard let commit = s.asyncCommit, let batch = Self.takeBatch(&s, maxEvents: maxEvents) else { return nil }
+                return .some((batch, commit))
+            }
+            switch next {
+            case .some(nil):
+                return
+            case .some(let work?):
+                lead(work.batch, commit: work.commit)
+                idleSince = monotonicSeconds()
+                // Do not keep the submitter's handle (and so its files) alive while nothing waits.
+                state.withLock { s in if s.asyncPendingCount == 0 { s.asyncCommit = nil } }
+            case .none:
+                // Another leader is active, or nothing waits: sleep until a broadcast (a leader
+                // finished, a request arrived) or the linger period passes.
+                wakeup.wait(timeoutSeconds: Self.asyncLeaderLingerSeconds) {
+                    self.state.withLock { s in (s.asyncPendingCount > 0 && !s.leaderActive) }
+                }
             }
         }
     }
@@ -133,6 +232,26 @@ final class Condition: @unchecked Sendable {
         generation &+= 1
         Condition.check(pthread_cond_broadcast(cond), "pthread_cond_broadcast")
         Condition.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock")
+    }
+
+    /// Blocks until `predicate()` is true or `timeoutSeconds` passed; returns whether it is true.
+    @discardableResult
+    func wait(timeoutSeconds: Double, until predicate: () -> Bool) -> Bool {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let total = Int(now.tv_nsec) + Int(timeoutSeconds * 1_000_000_000)
+        var deadline = timespec(tv_sec: now.tv_sec + total / 1_000_000_000, tv_nsec: total % 1_000_000_000)
+        Condition.check(pthread_mutex_lock(mutex), "pthread_mutex_lock")
+        defer { Condition.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock") }
+        while !predicate() {
+            let seen = generation
+            while generation == seen {
+                let code = pthread_cond_timedwait(cond, mutex, &deadline)
+                if code == ETIMEDOUT { return predicate() }
+                precondition(code == 0, "pthread_cond_timedwait failed: \(code)")
+            }
+        }
+        return true
     }
 
     /// Blocks until `predicate()` is true. The predicate is re-checked after every broadcast;

@@ -1,0 +1,130 @@
+import Synchronization
+
+// Async forms of the calls an app makes from the main actor or a view model. Their blocking
+// part never runs on Swift's cooperative pool: appends are committed by the commit queue's
+// leader thread (grouped with every other append of the process, async or not), reads run on
+// one dedicated thread per ledger directory. A task cancelled before its work starts gets
+// `CancellationError` and nothing happens; once an append's commit has started, the call
+// returns its committed result.
+
+extension Ledger {
+    /// Appends one event without blocking the caller's thread; see ``append(_:)-(NewEvent)``.
+    ///
+    /// ```swift
+    /// @MainActor func markAllRead(_ ids: [String]) async throws {
+    ///     try await ledger.append(.messageRead(ReadChange(ids: ids, read: true)))
+    /// }
+    /// ```
+    @discardableResult
+    public func append(_ event: NewEvent) async throws -> UInt64 {
+        try Ledger.first(of: try await appendWithReceipt(contentsOf: [event]), path: path)
+    }
+
+    /// Appends a domain event without blocking; see ``append(_:key:)-(DomainEvent,_)``.
+    @discardableResult
+    public func append(_ event: DomainEvent, key: String? = nil) async throws -> UInt64 {
+        try await append(try event.newEvent(key: key))
+    }
+
+    /// Appends an app-defined event without blocking; see ``LedgerEvent``.
+    @discardableResult
+    public func append<E: LedgerEvent>(_ event: E, key: String? = nil) async throws -> UInt64 {
+        try await append(try NewEvent(event, key: key))
+    }
+
+    /// Appends `events` atomically without blocking; see ``append(contentsOf:)``.
+    @discardableResult
+    public func append(contentsOf events: [NewEvent]) async throws -> [UInt64] {
+        try await appendWithReceipt(contentsOf: events).sequences
+    }
+
+    /// ``append(contentsOf:)``, also returning what the projections noticed, without blocking.
+    public func appendWithReceipt(contentsOf events: [NewEvent]) async throws -> AppendReceipt {
+        if events.isEmpty { return AppendReceipt(sequences: [], notes: []) }
+        return try await submitAsync(prepare(events), cursor: nil)
+    }
+
+    /// ``append(contentsOf:expectingHead:)`` without blocking.
+    @discardableResult
+    public func append(contentsOf events: [NewEvent], expectingHead: UInt64) async throws -> [UInt64] {
+        try await submitAsync(prepare(events), cursor: nil, expectedHead: expectingHead).sequences
+    }
+
+    /// The widget's list, read off the cooperative pool; see ``widgetList(limit:now:)``.
+    ///
+    /// ```swift
+    /// let list = try await ledger.widgetList(limit: 5)
+    /// ```
+    public func widgetList(limit: Int = 10, now: Timestamp? = nil) async throws -> WidgetList {
+        try await readWorker.run { [self] () throws(LedgerError) in try widgetList(limit: limit, now: now) }
+    }
+
+    /// The app badge, read off the cooperative pool.
+    public func badge(now: Timestamp? = nil) async throws -> Int {
+        try await widgetList(limit: 0, now: now).badge
+    }
+
+    /// Pending actions, read off the cooperative pool.
+    public func pendingActions(limit: Int = 100) async throws -> [PendingAction] {
+        try await readWorker.run { [self] () throws(LedgerError) in try pendingActions(limit: limit) }
+    }
+
+    /// Events after `sequence`, read off the cooperative pool.
+    public func events(after sequence: UInt64 = 0, limit: Int = 1000) async throws -> [Event] {
+        try await readWorker.run { [self] () throws(LedgerError) in try events(after: sequence, limit: limit) }
+    }
+
+    static func first(of receipt: AppendReceipt, path: String) throws(LedgerError) -> UInt64 {
+        guard let first = receipt.sequences.first else {
+            throw .unexpected(path: path, operation: "append", reason: "the commit assigned no sequence")
+        }
+        return first
+    }
+
+    /// Hands the request to the commit queue's leader thread and waits for its outcome without
+    /// blocking a thread.
+    func submitAsync(_ prepared: [PreparedEvent], cursor: CursorCommit?, expectedHead: UInt64? = nil) async throws -> AppendReceipt {
+        try checkWritable()
+        let request = CommitRequest(events: prepared, origin: origin, durability: durability, cursor: cursor, expectedHead: expectedHead)
+        /// The ticket once submitted, or whether cancellation came first.
+        let submission = Mutex<(ticket: UInt64?, cancelled: Bool)>((nil, false))
+        let queue = commitQueue
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<AppendReceipt, any Error>) in
+                let ticket = queue.submitAsync(
+                    request, maxEvents: options.maxGroupCommitEvents,
+                    commit: { [self] batch in commit(batch) },
+                    completion: { continuation.resume(with: $0) })
+                let cancelled = submission.withLock { s -> Bool in
+                    s.ticket = ticket
+                    return s.cancelled
+                }
+                if cancelled { queue.cancel(ticket) }
+            }
+        } onCancel: {
+            let ticket = submission.withLock { s -> UInt64? in
+                s.cancelled = true
+                return s.ticket
+            }
+            if let ticket { queue.cancel(ticket) }
+        }
+    }
+}
+
+extension Consumer {
+    /// ``next(limit:)`` off the cooperative pool.
+    public func next(limit: Int = 100) async throws -> ConsumerBatch {
+        try await ledger.readWorker.run { [self] () throws(LedgerError) in try next(limit: limit) }
+    }
+
+    /// ``commit(_:appending:)`` without blocking: the cursor moves with `events`, atomically.
+    ///
+    /// ```swift
+    /// let batch = try await host.next(limit: 50)
+    /// try await host.commit(batch, appending: completions)
+    /// ```
+    @discardableResult
+    public func commit(_ batch: ConsumerBatch, appending events: [NewEvent] = []) async throws -> AppendReceipt {
+        try await ledger.submitAsync(ledger.prepare(events), cursor: CursorCommit(name: name, expected: batch.after, through: batch.through))
+    }
+}

@@ -1,0 +1,82 @@
+import LMDB
+import Synchronization
+
+/// A dedicated thread that runs blocking ledger calls for async callers, so that they never
+/// block a thread of Swift's cooperative pool (one per environment for reads; appends go
+/// through the commit queue's own leader thread). Jobs run in order; the thread exits after
+/// ``lingerSeconds`` without work and is started again by the next job.
+final class OffPoolWorker: Sendable {
+    private struct Job {
+        var id: UInt64
+        var run: @Sendable () -> Void
+        var cancelled: @Sendable () -> Void
+    }
+
+    private struct State {
+        var jobs: [Job] = []
+        var nextID: UInt64 = 0
+        var running = false
+    }
+
+    static let lingerSeconds = 1.0
+    private let state = Mutex(State())
+    private let wakeup = Condition()
+
+    /// Runs `body` on the worker thread and returns its result. A task cancelled before the
+    /// job starts gets `CancellationError` (nothing ran); once started, the job finishes and its
+    /// result is returned.
+    func run<T: Sendable>(_ body: @escaping @Sendable () throws(LedgerError) -> T) async throws -> T {
+        let id = state.withLock { s in
+            s.nextID += 1
+            return s.nextID
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                let job = Job(
+                    id: id,
+                    run: { continuation.resume(with: Result { () throws(LedgerError) -> T in try body() }.mapError { $0 as any Error }) },
+                    cancelled: { continuation.resume(throwing: CancellationError()) })
+                let start = state.withLock { s -> Bool? in
+                    if Task.isCancelled { return nil }
+                    s.jobs.append(job)
+                    defer { s.running = true }
+                    return !s.running
+                }
+                switch start {
+                case nil: job.cancelled()
+                case true?: detachThread { self.work() }
+                case false?: wakeup.broadcast()
+                }
+            }
+        } onCancel: {
+            let job = state.withLock { s -> Job? in
+                guard let index = s.jobs.firstIndex(where: { $0.id == id }) else { return nil }
+                return s.jobs.remove(at: index)
+            }
+            job?.cancelled()
+        }
+    }
+
+    private func work() {
+        var idleSince = monotonicSeconds()
+        while true {
+            let job = state.withLock { s -> Job?? in
+                if !s.jobs.isEmpty { return .some(s.jobs.removeFirst()) }
+                if monotonicSeconds() - idleSince >= Self.lingerSeconds {
+                    s.running = false
+                    return .some(nil)
+                }
+                return nil
+            }
+            switch job {
+            case .some(let job?):
+                job.run()
+                idleSince = monotonicSeconds()
+            case .some(nil):
+                return
+            case .none:
+                wakeup.wait(timeoutSeconds: Self.lingerSeconds) { self.state.withLock { !$0.jobs.isEmpty } }
+            }
+        }
+    }
+}
