@@ -143,6 +143,28 @@ func appendKey(dir: String, key: String, data: String) {
     }
 }
 
+/// Appends COUNT badge deltas of +1, each in its own commit (a burst of small commits).
+func badgeBurst(dir: String, count: Int) {
+    let ledger = openLedger(dir, role: "burst", durability: "none")
+    do {
+        for _ in 0..<count { try ledger.append(.badgeAdjusted(.delta(1))) }
+        say("done \(try ledger.headSequence())")
+    } catch {
+        die("badge-burst: \(error)")
+    }
+}
+
+/// Syncs one message ID titled TITLE (an inbox.synced delta) and prints its sequence.
+func syncMessage(dir: String, id: String, title: String) {
+    let ledger = openLedger(dir, role: "notification-service")
+    do {
+        let sync = InboxSync(mode: .delta, messages: [InboxMessage(id: id, title: title, sentAt: Timestamp(micros: 1_795_334_400_000_000))])
+        say(String(try ledger.append(.inboxSynced(sync))))
+    } catch {
+        die("sync-message: \(error)")
+    }
+}
+
 /// Waits for the head to pass AFTER; prints "woke HEAD LATENCY_MICROS".
 func waitChange(dir: String, after: UInt64) async {
     var options = LedgerOptions(role: "watcher")
@@ -384,6 +406,10 @@ case "hold-open-lock":  // hold-open-lock DIR
     holdOpenLock(dir: arg(2))
 case "stall-in-write":  // stall-in-write DIR SECONDS
     stallInWrite(dir: arg(2), seconds: int(3))
+case "badge-burst":  // badge-burst DIR COUNT
+    badgeBurst(dir: arg(2), count: int(3))
+case "sync-message":  // sync-message DIR ID TITLE
+    syncMessage(dir: arg(2), id: arg(3), title: arg(4))
 case "wait-change":  // wait-change DIR AFTER
     await waitChange(dir: arg(2), after: UInt64(int(3)))
 default:
