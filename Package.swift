@@ -41,9 +41,11 @@ let package = Package(
         // A helper the tests spawn as real writer / reader / crash-victim processes.
         .executableTarget(name: "LedgerTestAgent", dependencies: ["InboxLedger", "LMDB", "TestSupport"], path: "Tests/LedgerTestAgent"),
         .target(name: "TestSupport", dependencies: ["InboxLedger"], path: "Tests/TestSupport"),
+        // Every Swift snippet of README.md and docs/, compiled (DocumentationTests checks they match).
+        .target(name: "DocSnippets", dependencies: ["InboxLedger"], path: "Tests/DocSnippets"),
         .testTarget(name: "LMDBTests", dependencies: ["LMDB", "CLMDB", "TestSupport", "LedgerTestAgent"]),
         .testTarget(name: "InboxLedgerTests", dependencies: ["InboxLedger", "LMDB", "TestSupport", "LedgerTestAgent", "ledger", "ledger-torture", "ledger-crash-states"]),
-        .testTarget(name: "LedgerCLITests", dependencies: ["TestSupport", "ledger", "ledger-bench", "ledger-bench-cold"]),
+        .testTarget(name: "LedgerCLITests", dependencies: ["TestSupport", "DocSnippets", "ledger", "ledger-bench", "ledger-bench-cold"]),
         // package-benchmark suite: `swift package benchmark`.
         .executableTarget(
             name: "LedgerBenchmarks",

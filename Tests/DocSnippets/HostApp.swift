@@ -1,0 +1,63 @@
+import InboxLedger
+import Observation
+
+@MainActor @Observable
+final class InboxViewModel {
+    private(set) var rows: [WidgetItem] = []
+    private(set) var badge = 0
+    private let ledger: Ledger
+
+    init(ledger: Ledger) { self.ledger = ledger }
+
+    /// Keeps `rows` and `badge` current, whichever process changes the inbox; call it from
+    /// `.task { await model.observe() }` so that it ends with the view.
+    func observe() async {
+        do {
+            for try await list in ledger.widgetListUpdates(limit: 20) {
+                rows = list.items
+                badge = list.badge
+            }
+        } catch {
+            print("inbox observation ended: \(error.localizedDescription)")
+        }
+    }
+
+    /// Marks a message read; the append runs off the main thread and the observation above
+    /// delivers the new list.
+    func markRead(_ id: String) async {
+        do {
+            try await ledger.append(.messageRead(ReadChange(ids: [id], read: true)))
+        } catch {
+            print("could not mark \(id) read: \(error.localizedDescription)")
+        }
+    }
+}
+
+/// Called from the app's `.onChange(of: scenePhase)`.
+func scenePhaseChanged(to phase: ScenePhase) {
+    switch phase {
+    case .background: try? Ledger.suspend()   // nothing to undo if it throws: calls stay refused until resume()
+    case .active: Ledger.resume()
+    default: break
+    }
+}
+
+/// Carries out the widget's actions exactly once: the cursor and the completions commit in
+/// one transaction, so a crash in between repeats nothing and loses nothing.
+func runActionQueue(_ ledger: Ledger, perform: (WidgetAction) async throws -> Void) async throws {
+    let host = try ledger.consumer(named: "host-app")
+    while !Task.isCancelled {
+        let batch = try await host.next(limit: 50)
+        if batch.events.isEmpty {
+            _ = try await ledger.waitForChange(after: batch.after)
+            continue
+        }
+        var completions: [NewEvent] = []
+        for event in batch.events where event.type == BuiltInEventType.widgetAction.rawValue {
+            guard case .widgetAction(let action) = try DomainEvent.decode(type: event.type, payload: event.payload) else { continue }
+            try await perform(action)
+            completions.append(try DomainEvent.actionCompleted(ActionCompletion(actionID: action.actionID, outcome: .done)).newEvent())
+        }
+        try await host.commit(batch, appending: completions)
+    }
+}

@@ -1,0 +1,33 @@
+import InboxLedger
+import Testing
+
+// The tests docs/apps.md shows an app team, run here as they are written.
+
+@Test func anExpiredPromotionLeavesTheWidget() throws {
+    let clock = ManualClock(Timestamp(iso8601: "2026-11-22T08:00:00Z")!)
+    var options = LedgerOptions(role: "test")
+    options.clock = clock.ledgerClock
+    let ledger = try Ledger.temporary(options: options)   // removed with its last handle
+
+    try ledger.append(.inboxSynced(InboxSync(mode: .delta, messages: [
+        InboxMessage(id: "sale", title: "Sale ends at nine", sentAt: clock.now,
+                     expiresAt: Timestamp(iso8601: "2026-11-22T09:00:00Z")!),
+    ])))
+    #expect(try ledger.widgetList().items.map(\.id) == ["sale"])
+    #expect(try ledger.badge() == 1)
+
+    clock.advance(seconds: 3600)   // an hour later, without waiting
+    #expect(try ledger.widgetList().items.isEmpty)
+    #expect(try ledger.badge() == 0)
+}
+
+@Test func aWidgetTapIsQueuedForTheHostApp() async throws {
+    let ledger = try Ledger.temporary()
+    try await ledger.append(.inboxSynced(InboxSync(mode: .delta, messages: [
+        InboxMessage(id: "m1", title: "Hello", sentAt: Timestamp(iso8601: "2026-11-22T08:00:00Z")!),
+    ])))
+    try await ledger.append(.widgetAction(WidgetAction(actionID: "tap-1", kind: .markRead, target: "m1")))
+
+    #expect(try await ledger.badge() == 0)   // read at once, before the host app runs
+    #expect(try await ledger.pendingActions().map(\.kind) == [.markRead])
+}

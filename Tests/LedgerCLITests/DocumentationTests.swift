@@ -1,0 +1,89 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// Every Swift snippet of README.md and docs/ is compiled: each one must appear, verbatim
+/// (ignoring indentation and blank lines), in the DocSnippets target or in the tests that run
+/// the documentation's examples; a package manifest snippet must load with `swift package
+/// dump-package`. A snippet edited in the docs alone, or code changed under it, fails here.
+@Suite struct DocumentationTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    struct Snippet: CustomStringConvertible {
+        var file: String
+        var line: Int
+        var lines: [String]
+        var description: String { "\(file):\(line)" }
+    }
+
+    static func normalized(_ text: some StringProtocol) -> [String] {
+        text.split(separator: "\n", omittingEmptySubsequences: false)
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty }
+    }
+
+    static func snippets() throws -> [Snippet] {
+        let docs = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("docs").path)
+            .filter { $0.hasSuffix(".md") }.sorted().map { "docs/" + $0 }
+        var found: [Snippet] = []
+        for file in ["README.md"] + docs {
+            let text = try String(contentsOf: root.appendingPathComponent(file), encoding: .utf8)
+            var current: (start: Int, lines: [Substring])?
+            for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                if current == nil, line.trimmingCharacters(in: .whitespaces) == "```swift" {
+                    current = (number + 1, [])
+                } else if let open = current, line.trimmingCharacters(in: .whitespaces) == "```" {
+                    found.append(Snippet(file: file, line: open.start, lines: normalized(open.lines.joined(separator: "\n"))))
+                    current = nil
+                } else {
+                    current?.lines.append(line)
+                }
+            }
+        }
+        return found
+    }
+
+    static func compiledSources() throws -> [[String]] {
+        let directory = root.appendingPathComponent("Tests/DocSnippets")
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".swift") }
+            .map { directory.appendingPathComponent($0) } + [root.appendingPathComponent("Tests/InboxLedgerTests/DocExampleTests.swift")]
+        return try files.map { normalized(try String(contentsOf: $0, encoding: .utf8)) }
+    }
+
+    @Test func everySwiftSnippetIsCompiled() throws {
+        let snippets = try Self.snippets()
+        let sources = try Self.compiledSources()
+        #expect(snippets.filter { $0.file == "docs/apps.md" }.count >= 8, "docs/apps.md lost its snippets")
+        #expect(snippets.contains { $0.file == "README.md" })
+        for snippet in snippets {
+            #expect(!snippet.lines.isEmpty, "\(snippet): empty snippet")
+            if snippet.lines.first?.hasPrefix("// swift-tools-version") == true {
+                try checkManifest(snippet)
+                continue
+            }
+            let compiled = sources.contains { source in
+                source.count >= snippet.lines.count
+                    && (0...(source.count - snippet.lines.count)).contains { Array(source[$0..<($0 + snippet.lines.count)]) == snippet.lines }
+            }
+            #expect(compiled, "\(snippet): this snippet is not in Tests/DocSnippets (or DocExampleTests) verbatim, so nothing compiles it")
+        }
+    }
+
+    func checkManifest(_ snippet: Snippet) throws {
+        let dir = TemporaryDirectory()
+        let package = dir.child("App")
+        try FileManager.default.createDirectory(atPath: package + "/Sources/App", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: dir.child("InboxLedger"), withIntermediateDirectories: true)
+        try snippet.lines.joined(separator: "\n").write(toFile: package + "/Package.swift", atomically: true, encoding: .utf8)
+        try "".write(toFile: package + "/Sources/App/App.swift", atomically: true, encoding: .utf8)
+        let out = try Processes.run("/usr/bin/env", ["swift", "package", "--package-path", package, "dump-package"], timeout: 300)
+        #expect(out.status == 0, "\(snippet): the manifest does not load: \(out.stderr)")
+    }
+
+    @Test func theReadmesFirstScreenLeadsAnAppDeveloperToTheAppGuide() throws {
+        let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
+        let firstScreen = readme.split(separator: "\n", omittingEmptySubsequences: false).prefix(30).joined(separator: "\n")
+        #expect(firstScreen.contains("make demo") && firstScreen.contains("make test"), "the two set-up commands come first")
+        #expect(firstScreen.contains("docs/apps.md"))
+    }
+}
