@@ -14,17 +14,18 @@ import TestSupport
     func ledgerWithStalledWriter(_ dir: TemporaryDirectory) throws -> (Ledger, RunningProcess) {
         let path = dir.child("ledger")
         var options = LedgerOptions(role: "app")
-        // Long enough for the test, short enough that an implementation blocking the pool
-        // fails in seconds (its appends time out) rather than at the time limit.
-        options.writeTimeout = 10
+        // Long enough for the test even while other suites keep the pool busy (the whole suite
+        // runs in parallel), short enough that an implementation blocking the pool fails (its
+        // appends time out) before the time limit.
+        options.writeTimeout = 100
         let ledger = try Ledger(path: path, options: options)
         try ledger.append(event())
-        let staller = try Processes.start(agent, ["stall-in-write", path, "120"])
+        let staller = try Processes.start(agent, ["stall-in-write", path, "300"])
         #expect(line(staller, startingWith: "in-txn") != nil)
         return (ledger, staller)
     }
 
-    @Test(.timeLimit(.minutes(2))) func sixtyFourAsyncAppendsWaitWithoutBlockingThePool() async throws {
+    @Test(.timeLimit(.minutes(3))) func sixtyFourAsyncAppendsWaitWithoutBlockingThePool() async throws {
         let dir = TemporaryDirectory()
         let (ledger, staller) = try ledgerWithStalledWriter(dir)
         defer { staller.kill(); _ = try? staller.wait(timeout: 10) }
@@ -51,7 +52,7 @@ import TestSupport
         #expect(commits.count <= 3, "64 waiting appends took \(commits.count) commits")
     }
 
-    @Test(.timeLimit(.minutes(2))) func cancellationBeforeTheCommitWithdrawsTheAppend() async throws {
+    @Test(.timeLimit(.minutes(3))) func cancellationBeforeTheCommitWithdrawsTheAppend() async throws {
         let dir = TemporaryDirectory()
         let (ledger, staller) = try ledgerWithStalledWriter(dir)
         defer { staller.kill(); _ = try? staller.wait(timeout: 10) }

@@ -31,6 +31,7 @@ import TestSupport
         #expect(seen["W1"] == writers)
         #expect(seen["W2-1"] == writers.union(["ledger-single-sync"]))
         #expect(seen["W2-8"] == writers.union(["ledger-single-sync"]))
+        #expect(seen["W2-64"] == ["ledger", "ledger-async"])
         #expect(seen["W3"] == writers)
         #expect(seen["W4"] == ["ledger", "lmdb", "sqlite-full", "rewrite"])
         #expect(seen["W5"] == ["ledger", "lmdb", "sqlite-full", "rewrite"])

@@ -8,12 +8,16 @@ import Foundation
 import Glibc
 #endif
 import InboxLedger
+import Dispatch
+import Synchronization
 
 public enum SystemKind: String, CaseIterable, Sendable {
     /// This project, default durability (LMDB's two syncs per commit).
     case ledger
     /// This project with `LedgerDurability.singleSync` (one sync per commit, `MDB_NOMETASYNC`).
     case ledgerSingleSync = "ledger-single-sync"
+    /// This project's async API (tasks awaiting `append`), default durability: W2-64 only.
+    case ledgerAsync = "ledger-async"
     /// Raw LMDB: the payload under the next sequence number. No envelope, no projections.
     case lmdb
     /// SQLite, WAL, `synchronous=FULL`: events table plus projection tables, one transaction.
@@ -47,6 +51,7 @@ public func openStore(_ kind: SystemKind, directory: String) throws -> Store {
     switch kind {
     case .ledger: try LedgerStore(directory: directory, durability: .durable)
     case .ledgerSingleSync: try LedgerStore(directory: directory, durability: .singleSync)
+    case .ledgerAsync: try LedgerStore(directory: directory, durability: .durable)
     case .lmdb: try RawLMDBStore(directory: directory)
     case .sqliteFull: try SQLiteStore(directory: directory, synchronous: "FULL")
     case .sqliteNormal: try SQLiteStore(directory: directory, synchronous: "NORMAL")
@@ -108,6 +113,42 @@ final class LedgerStore: Store {
     }
 
     func handleForAnotherThread() throws -> Store { self }
+}
+
+/// W2-64 for `ledger-async`: one task per element of `perCaller`, each awaiting its appends one
+/// by one (one event a commit, grouped by the ledger with the other tasks'). Returns every
+/// append's latency in µs. The calling thread waits; the tasks run on the cooperative pool.
+public func appendFromTasks(_ store: Store, perCaller: [[SyncDelta]]) throws -> [Double] {
+    guard let ledger = (store as? LedgerStore)?.ledger else { throw BenchFailure("ledger-async needs the ledger") }
+    let outcome = Mutex<Result<[Double], any Error>?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    Task.detached {
+        let result: Result<[Double], any Error>
+        do {
+            result = .success(try await withThrowingTaskGroup(of: [Double].self) { group in
+                for deltas in perCaller {
+                    group.addTask {
+                        var latencies: [Double] = []
+                        for delta in deltas {
+                            let started = ContinuousClock.now
+                            _ = try await ledger.append(NewEvent(type: DomainEvent.inboxSyncedType, payload: delta.payload))
+                            let elapsed = ContinuousClock.now - started
+                            latencies.append(Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12)
+                        }
+                        return latencies
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            })
+        } catch {
+            result = .failure(error)
+        }
+        outcome.withLock { $0 = result }
+        done.signal()
+    }
+    done.wait()
+    guard let result = outcome.withLock({ $0 }) else { throw BenchFailure("async appends did not finish") }
+    return try result.get()
 }
 
 // MARK: - Whole-file rewrite (shared user defaults)

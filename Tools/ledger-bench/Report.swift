@@ -109,6 +109,7 @@ func targets(_ all: [Measurement]) -> String {
     check("W2 1 thread, ledger vs sqlite-full", ratio(find("W2-1", "ledger"), find("W2-1", "sqlite-full")), "≥ 1×") { $0 >= 1 }
     check("W2 1 thread, ledger-single-sync vs sqlite-full", ratio(find("W2-1", "ledger-single-sync"), find("W2-1", "sqlite-full")), "≥ 1×") { $0 >= 1 }
     check("W2 8 threads vs 1 thread, ledger", ratio(find("W2-8", "ledger"), find("W2-1", "ledger")), "≥ 5×") { $0 >= 5 }
+    check("W2 64 callers, async tasks vs blocking threads", ratio(find("W2-64", "ledger-async"), find("W2-64", "ledger")), "≥ 0.9×") { $0 >= 0.9 }
     check("W3 aggregate vs W1, ledger", ratio(find("W3", "ledger"), ledgerW1), "≥ 0.8×") { $0 >= 0.8 }
     check("W4 ledger p50", find("W4", "ledger")?.p50Micros, "≤ 2 µs", { $0 <= 2 }, "µs")
     if let l = find("W4", "ledger")?.p50Micros, let s = find("W4", "sqlite-full")?.p50Micros, l > 0 {

@@ -74,7 +74,7 @@ final class Bench {
     static let allWriters: [SystemKind] = [.ledger, .lmdb, .sqliteFull, .sqliteNormal, .rewrite]
     static let logs: [SystemKind] = [.ledger, .lmdb, .sqliteFull]
 
-    lazy var workloads: [Workload] = [w1, w2Single, w2Threads, w3, w4, w5, w6, w7, w8]
+    lazy var workloads: [Workload] = [w1, w2Single, w2Threads, w2Callers, w3, w4, w5, w6, w7, w8]
 
     // W1: batches of 1,000 inbox-sync deltas, projections included.
     var w1: Workload {
@@ -124,6 +124,33 @@ final class Bench {
             }
             let seconds = Double(monotonicNanos() - t0) / 1e9
             return Observation(opsPerSecond: Double(8 * perThread) / seconds, latencies: samples.all)
+        }
+    }
+
+    // W2-64: 64 concurrent callers of one process, one event a call: threads on the blocking
+    // API against tasks on the async one (which must not cost throughput for not blocking).
+    var w2Callers: Workload {
+        Workload(id: "W2-64", title: "single-event durable append, 64 concurrent callers: threads (blocking API) vs tasks (async API)",
+                 systems: [.ledger, .ledgerAsync]) { system, rep, bench in
+            let store = try openStore(system, directory: bench.directory("w2x64", system))
+            let perCaller = max(1, bench.sizes.threadAppends / 4)
+            let batches = (0..<64).map { c in Inbox.deltas(((rep * 64 + c) * perCaller)..<((rep * 64 + c + 1) * perCaller)) }
+            let t0 = monotonicNanos()
+            var latencies: [Double]
+            if system == .ledgerAsync {
+                latencies = try appendFromTasks(store, perCaller: batches.map { Array($0) })
+            } else {
+                let handles = Handles(try (0..<64).map { _ in try store.handleForAnotherThread() })
+                let samples = Samples()
+                try onThreads(64) { t in
+                    var mine: [Double] = []
+                    for delta in batches[t] { mine.append(try timeMicros { try handles.stores[t].appendOne(delta) }) }
+                    samples.add(mine)
+                }
+                latencies = samples.all
+            }
+            let seconds = Double(monotonicNanos() - t0) / 1e9
+            return Observation(opsPerSecond: Double(64 * perCaller) / seconds, latencies: latencies)
         }
     }
 

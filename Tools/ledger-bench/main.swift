@@ -23,7 +23,7 @@ struct Options {
           --quick          every workload briefly (CI: proves the tool works, checks no speed)
           --json           one JSON object per measurement per line on stdout (tables on stderr)
           --repetitions N  repetitions of each workload (default 3; --quick 1)
-          --workloads L    only these (W1 W2-1 W2-8 W3 W4 W5 W6 W7 W8; a prefix like W2 selects both)
+          --workloads L    only these (W1 W2-1 W2-8 W2-64 W3 W4 W5 W6 W7 W8; a prefix like W2 selects all three)
           --svg PATH       write a chart of the speeds relative to the ledger
           --directory PATH scratch directory (default: a new one under $TMPDIR, removed after)
         """
