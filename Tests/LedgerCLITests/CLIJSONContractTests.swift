@@ -18,7 +18,7 @@ import TestSupport
 
         let inspect = try ledger("inspect", path, "--json")
         #expect(try keys(inspect.stdout) == [
-            "formatVersion", "ledgerID", "durabilityFloor", "createdAt", "headSequence", "firstSequence", "eventCount",
+            "formatVersion", "ledgerID", "durabilityFloor", "projectionVersion", "createdAt", "headSequence", "firstSequence", "eventCount",
             "countsByType", "unknownTypes", "countsByOrigin", "idempotencyKeys", "fileBytes", "mapBytes", "usedBytes", "pageSize",
             "maxReaders", "readers", "staleReaders", "oldestReaderLag", "logPages", "totalPages", "lastTransactionID",
             "projectionsAppliedThrough", "warnings", "lastEvents", "snapshots", "lastCompaction", "consumers",

@@ -147,6 +147,7 @@ struct InspectOutput: Encodable {
     var formatVersion: UInt32
     var ledgerID: String
     var durabilityFloor: String
+    var projectionVersion: UInt32
     var createdAt: String
     var headSequence: UInt64
     var firstSequence: UInt64
@@ -177,6 +178,7 @@ struct InspectOutput: Encodable {
         formatVersion = s.metadata.formatVersion
         ledgerID = s.metadata.ledgerID
         durabilityFloor = s.metadata.durabilityFloor.rawValue
+        projectionVersion = s.metadata.projectionVersion
         createdAt = Timestamp(micros: s.metadata.createdAtMicros).iso8601
         headSequence = s.headSequence
         firstSequence = s.firstSequence
