@@ -51,7 +51,8 @@ struct Inspect: ParsableCommand {
         var lines: [String] = []
         lines.append("Ledger \(path)")
         lines.append("  id         \(s.metadata.ledgerID)")
-        lines.append("  format     \(s.metadata.formatVersion), created \(Timestamp(micros: s.metadata.createdAtMicros).iso8601), durability floor \(s.metadata.durabilityFloor.rawValue), projection rules \(s.metadata.projectionVersion)")
+        lines.append("  format     \(s.metadata.formatVersion), created \(Timestamp(micros: s.metadata.createdAtMicros).iso8601)")
+        lines.append("  rules      durability floor \(s.metadata.durabilityFloor.rawValue), projection rules version \(s.metadata.projectionVersion)")
         lines.append("  events     \(s.eventCount) (sequences \(s.firstSequence)–\(s.headSequence)), \(s.idempotencyKeys) idempotency keys")
         // Types this version does not interpret (custom ones, or built-ins of a newer version):
         // kept and delivered to consumers, skipped by the projections.
