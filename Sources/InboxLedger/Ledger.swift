@@ -304,11 +304,13 @@ public final class Ledger: Sendable {
         }
     }
 
-    /// Runs `body` in one write transaction (on this thread), mapping errors.
-    func write<T>(_ operation: String, _ body: (Transaction) throws -> T) throws(LedgerError) -> T {
+    /// Runs `body` in one write transaction (on this thread) committed with this handle's
+    /// durability, or with `durability` raised to the ledger's floor, mapping errors.
+    func write<T>(_ operation: String, durability requested: LedgerDurability? = nil, _ body: (Transaction) throws -> T) throws(LedgerError) -> T {
         try checkWritable()
+        let mode = requested.map { $0.atLeast(metadata.durabilityFloor) } ?? durability
         do {
-            return try environment.write(timeoutMilliseconds: Ledger.milliseconds(options.writeTimeout), body)
+            return try environment.write(timeoutMilliseconds: Ledger.milliseconds(options.writeTimeout), durability: mode.lmdb, body)
         } catch {
             throw writeError(error, operation: operation)
         }

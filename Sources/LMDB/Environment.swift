@@ -153,9 +153,10 @@ public final class Environment: Sendable {
     /// Waits at most `timeoutMilliseconds` (default: the configuration's) for another process's
     /// write transaction, then throws ``LMDBError/writeLockTimeout``.
     @available(*, noasync, message: "a write transaction must begin and end on one thread")
-    public func write<T>(timeoutMilliseconds: Int? = nil, _ body: (Transaction) throws -> T) throws -> T {
+    public func write<T>(timeoutMilliseconds: Int? = nil, durability: Durability? = nil, _ body: (Transaction) throws -> T) throws -> T {
         if isReadOnly { throw LMDBError.permissionDenied }
-        return try shared.write(timeoutMilliseconds: timeoutMilliseconds ?? shared.configuration.writeTimeoutMilliseconds, body)
+        return try shared.write(timeoutMilliseconds: timeoutMilliseconds ?? shared.configuration.writeTimeoutMilliseconds,
+                                durability: durability, body)
     }
 
     /// The pid of the process holding the writer lock now, if one does and it can be told.

@@ -322,6 +322,18 @@ final class SharedEnvironment: @unchecked Sendable {
         }
     }
 
+    /// Sets the sync flags of `durability` on the open environment, for the write transaction
+    /// the caller holds (LMDB 0.9 has no per-transaction sync flags: `mdb_txn_begin` ignores them).
+    private func applyDurability(_ durability: Durability, _ opened: OpenHandle) throws(LMDBError) {
+        try currentDurability.withLock { (current: inout Durability) throws(LMDBError) in
+            guard current != durability else { return }
+            let all = Durability.durable.flags.union(Durability.singleSync.flags).union(Durability.none.flags)
+            try check(mdb_env_set_flags(opened.env, UInt32(all.rawValue), 0))
+            if !durability.flags.isEmpty { try check(mdb_env_set_flags(opened.env, UInt32(durability.flags.rawValue), 1)) }
+            current = durability
+        }
+    }
+
     /// Takes another process's larger map (`mdb_env_set_mapsize(env, 0)`).
     func adoptMapSize() throws(LMDBError) {
         try gate.withExclusive { () throws(LMDBError) in
@@ -411,7 +423,7 @@ final class SharedEnvironment: @unchecked Sendable {
         }
     }
 
-    func write<T>(timeoutMilliseconds: Int, _ body: (Transaction) throws -> T) throws -> T {
+    func write<T>(timeoutMilliseconds: Int, durability: Durability? = nil, _ body: (Transaction) throws -> T) throws -> T {
         let me = pthread_self()
         if let writer = writingThread.withLock({ $0 }), pthread_equal(writer, me) != 0 {
             // A programming error, like GRDB's re-entrant write: fail loudly instead of hanging.
@@ -423,7 +435,7 @@ final class SharedEnvironment: @unchecked Sendable {
             let attempt: Attempt<T> = try withHandle(untyped: { opened in
                 try writerLock.acquire(opened.lockFile, timeoutMilliseconds: timeoutMilliseconds)
                 defer { writerLock.release(opened.lockFile) }
-                return try writeOnce(opened, retrying: attempts < 100, body)
+                return try writeOnce(opened, retrying: attempts < 100, durability: durability, body)
             })
             switch attempt {
             case .done(let value): return value
@@ -435,13 +447,21 @@ final class SharedEnvironment: @unchecked Sendable {
     }
 
     /// One write transaction: committed, or aborted (never after a failed commit: rule 8).
-    private func writeOnce<T>(_ opened: OpenHandle, retrying: Bool, _ body: (Transaction) throws -> T) throws -> Attempt<T> {
+    private func writeOnce<T>(_ opened: OpenHandle, retrying: Bool, durability: Durability?, _ body: (Transaction) throws -> T) throws -> Attempt<T> {
         let mapSeen = Self.mapSize(opened.env)
         var txnPointer: OpaquePointer?
         let code = mdb_txn_begin(opened.env, nil, 0, &txnPointer)
         if code == MDB_MAP_RESIZED, retrying { return .adoptMap }
         try check(code)
         guard let txnPointer else { throw LMDBError.badTransaction }
+        if let durability {
+            // Set under LMDB's writer mutex, which this transaction holds: no other writer of the
+            // process can commit between the change and this commit (docs/lmdb.md rule 27).
+            do throws(LMDBError) { try applyDurability(durability, opened) } catch {
+                mdb_txn_abort(txnPointer)
+                throw error
+            }
+        }
         writingThread.withLock { $0 = pthread_self() }
         defer { writingThread.withLock { $0 = nil } }
         let txn = Transaction(pointer: txnPointer, isReadOnly: false)

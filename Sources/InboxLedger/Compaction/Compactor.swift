@@ -123,13 +123,13 @@ public final class Compactor: Sendable {
             report.eventsTrimmed = 0
             if willTrim {
                 if (plan.latestSnapshot ?? 0) < plan.trimThrough || plan.latestSnapshot == nil {
-                    let info = try ledger.write("write snapshot") { txn in try ledger.writeSnapshot(in: txn, now: now) }
+                    let info = try ledger.write("write snapshot", durability: .singleSync) { txn in try ledger.writeSnapshot(in: txn, now: now) }
                     report.snapshotSequence = info.sequence
                     report.snapshotWritten = true
                     faultHook?(.snapshotWritten)
                 }
                 while true {
-                    let trimmed = try ledger.write("trim") { txn in try trimChunk(through: plan.trimThrough, now: now, in: txn) }
+                    let trimmed = try ledger.write("trim", durability: .singleSync) { txn in try trimChunk(through: plan.trimThrough, now: now, in: txn) }
                     if trimmed == 0 { break }
                     report.eventsTrimmed += trimmed
                     report.chunks += 1
@@ -267,7 +267,7 @@ public final class Compactor: Sendable {
         var position: [UInt8] = []
         var forgotten = 0
         while true {
-            let (deleted, next) = try ledger.write("forget keys") { txn -> (Int, [UInt8]?) in
+            let (deleted, next) = try ledger.write("forget keys", durability: .singleSync) { txn -> (Int, [UInt8]?) in
                 let first = try ledger.firstSequence(in: txn)
                 var doomed: [[UInt8]] = []
                 var next: [UInt8]?
@@ -299,7 +299,7 @@ public final class Compactor: Sendable {
         let keep = Set(complete.suffix(max(1, policy.keepSnapshots)).map(\.sequence))
         var deleted = 0
         for snapshot in present where !keep.contains(snapshot.sequence) {
-            while try ledger.write("delete snapshot", { txn in try ledger.deleteSnapshotRows(snapshot.sequence, limit: max(1, policy.chunkSize), in: txn) }) > 0 {}
+            while try ledger.write("delete snapshot", durability: .singleSync, { txn in try ledger.deleteSnapshotRows(snapshot.sequence, limit: max(1, policy.chunkSize), in: txn) }) > 0 {}
             if snapshot.info != nil { deleted += 1 }
         }
         return deleted

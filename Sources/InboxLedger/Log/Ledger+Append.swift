@@ -150,9 +150,10 @@ extension Ledger {
         let durability = batch.map(\.durability.lmdb).reduce(Durability.none) { $0.strongest($1) }
         let outcomes: [Result<AppendReceipt, LedgerError>]
         do {
-            if environment.durability != durability { try environment.setDurability(durability) }
             // The leader's own write timeout applies to the whole group.
-            outcomes = try environment.write(timeoutMilliseconds: Ledger.milliseconds(options.writeTimeout)) { txn in try write(batch, in: txn) }
+            outcomes = try environment.write(timeoutMilliseconds: Ledger.milliseconds(options.writeTimeout), durability: durability) { txn in
+                try write(batch, in: txn)
+            }
         } catch {
             outcomes = Array(repeating: .failure(writeError(error, operation: "append")), count: batch.count)
         }
