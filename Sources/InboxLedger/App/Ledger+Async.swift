@@ -23,7 +23,7 @@ extension Ledger {
     /// Appends a domain event without blocking; see ``append(_:key:)-(DomainEvent,_)``.
     @discardableResult
     public func append(_ event: DomainEvent, key: String? = nil) async throws -> UInt64 {
-        try await append(try event.newEvent(key: key))
+        try Ledger.first(of: await submitAsync(prepare(domain: [(event, key)]), cursor: nil), path: path)
     }
 
     /// Appends an app-defined event without blocking; see ``LedgerEvent``.

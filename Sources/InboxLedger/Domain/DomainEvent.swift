@@ -232,6 +232,12 @@ public enum DomainEvent: Hashable, Sendable {
         do { root = try JSONParser.parse(payload) } catch {
             throw .invalidEvent(index: index, field: "data", reason: error.message)
         }
+        return try decode(builtIn, root, index: index)
+    }
+
+    /// Validates the JSON value of a built-in payload (parsed input, or a typed event's own
+    /// `json`): the one set of rules, with the same field paths whichever the input.
+    static func decode(_ builtIn: BuiltInEventType, _ root: JSONValue, index: Int) throws(LedgerError) -> DomainEvent {
         do {
             let data = try JSONFields(root, path: "data")
             switch builtIn {

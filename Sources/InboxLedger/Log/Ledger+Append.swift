@@ -45,11 +45,7 @@ extension Ledger {
     /// ```
     @discardableResult
     public func append(_ event: NewEvent) throws(LedgerError) -> UInt64 {
-        let receipt = try appendWithReceipt(contentsOf: [event])
-        guard let first = receipt.sequences.first else {
-            throw .unexpected(path: path, operation: "append", reason: "the commit assigned no sequence")
-        }
-        return first
+        try Ledger.first(of: appendWithReceipt(contentsOf: [event]), path: path)
     }
 
     /// Appends a domain event (see ``DomainEvent``).
@@ -59,7 +55,7 @@ extension Ledger {
     /// ```
     @discardableResult
     public func append(_ event: DomainEvent, key: String? = nil) throws(LedgerError) -> UInt64 {
-        try append(event.newEvent(key: key))
+        try Ledger.first(of: submit(prepare(domain: [(event, key)]), cursor: nil), path: path)
     }
 
     /// Appends `events` atomically: all of them are committed, in order, or none is.
@@ -94,11 +90,7 @@ extension Ledger {
     /// ``append(contentsOf:expectingHead:)`` for one domain event.
     @discardableResult
     public func append(_ event: DomainEvent, key: String? = nil, expectingHead: UInt64) throws(LedgerError) -> UInt64 {
-        let sequences = try append(contentsOf: [try event.newEvent(key: key)], expectingHead: expectingHead)
-        guard let first = sequences.first else {
-            throw .unexpected(path: path, operation: "append", reason: "the commit assigned no sequence")
-        }
-        return first
+        try Ledger.first(of: submit(prepare(domain: [(event, key)]), cursor: nil, expectedHead: expectingHead), path: path)
     }
 
     func submit(_ prepared: [PreparedEvent], cursor: CursorCommit?, expectedHead: UInt64? = nil) throws(LedgerError) -> AppendReceipt {
@@ -117,30 +109,59 @@ extension Ledger {
         var prepared: [PreparedEvent] = []
         prepared.reserveCapacity(events.count)
         for (index, event) in events.enumerated() {
-            let typeBytes = event.type.utf8.count
-            guard (1...Limits.maxTypeBytes).contains(typeBytes) else {
-                throw .invalidEvent(index: index, field: "type", reason: "must be 1–\(Limits.maxTypeBytes) bytes, got \(typeBytes)")
-            }
-            guard event.type.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
-                throw .invalidEvent(index: index, field: "type", reason: "must be printable ASCII without spaces, got \(String(reflecting: event.type))")
-            }
-            var keyBytes = 0
-            if let key = event.key {
-                keyBytes = key.utf8.count
-                guard (1...Limits.maxKeyBytes).contains(keyBytes) else {
-                    throw .invalidEvent(index: index, field: "key", reason: "must be 1–\(Limits.maxKeyBytes) bytes, got \(keyBytes)")
-                }
-            }
-            let size = EventRecord.headerSize + typeBytes + roleBytes + keyBytes + event.payload.count + EventRecord.trailerSize
-            guard size <= options.maxEventBytes, event.payload.count <= Int(UInt32.max) else {
-                throw .eventTooLarge(index: index, size: size, limit: options.maxEventBytes)
-            }
+            try checkEnvelope(type: event.type, key: event.key, payloadCount: event.payload.count, roleBytes: roleBytes, index: index)
             let domain = try DomainEvent.decode(type: event.type, payload: event.payload, index: index)
             prepared.append(PreparedEvent(
                 type: event.type, key: event.key, payload: event.payload,
                 digest: ContentDigest.of(type: event.type, payload: event.payload), domain: domain))
         }
         return prepared
+    }
+
+    /// The typed path: each event is validated on its own fields (the JSON value its payload
+    /// encodes to, never parsed from bytes) and encoded once into the canonical bytes that are
+    /// stored — the same bytes, and so the same idempotency digest, as the JSON path gives.
+    func prepare(domain events: [(event: DomainEvent, key: String?)]) throws(LedgerError) -> [PreparedEvent] {
+        let roleBytes = origin.role.utf8.count
+        var prepared: [PreparedEvent] = []
+        prepared.reserveCapacity(events.count)
+        for (index, (event, key)) in events.enumerated() {
+            guard let builtIn = event.builtInType, let json = event.json else {
+                let custom = try event.newEvent(key: key)
+                try checkEnvelope(type: custom.type, key: key, payloadCount: custom.payload.count, roleBytes: roleBytes, index: index)
+                prepared.append(PreparedEvent(type: custom.type, key: key, payload: custom.payload,
+                                              digest: ContentDigest.of(type: custom.type, payload: custom.payload), domain: event))
+                continue
+            }
+            let type = builtIn.rawValue
+            let validated = try DomainEvent.decode(builtIn, json, index: index)
+            let payload = try EventJSON.encodeCanonical(json)
+            try checkEnvelope(type: type, key: key, payloadCount: payload.count, roleBytes: roleBytes, index: index)
+            prepared.append(PreparedEvent(type: type, key: key, payload: payload, digest: ContentDigest.of(type: type, payload: payload), domain: validated))
+        }
+        return prepared
+    }
+
+    /// The envelope's limits: type name, idempotency key, encoded size.
+    private func checkEnvelope(type: String, key: String?, payloadCount: Int, roleBytes: Int, index: Int) throws(LedgerError) {
+        let typeBytes = type.utf8.count
+        guard (1...Limits.maxTypeBytes).contains(typeBytes) else {
+            throw .invalidEvent(index: index, field: "type", reason: "must be 1–\(Limits.maxTypeBytes) bytes, got \(typeBytes)")
+        }
+        guard type.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            throw .invalidEvent(index: index, field: "type", reason: "must be printable ASCII without spaces, got \(String(reflecting: type))")
+        }
+        var keyBytes = 0
+        if let key {
+            keyBytes = key.utf8.count
+            guard (1...Limits.maxKeyBytes).contains(keyBytes) else {
+                throw .invalidEvent(index: index, field: "key", reason: "must be 1–\(Limits.maxKeyBytes) bytes, got \(keyBytes)")
+            }
+        }
+        let size = EventRecord.headerSize + typeBytes + roleBytes + keyBytes + payloadCount + EventRecord.trailerSize
+        guard size <= options.maxEventBytes, payloadCount <= Int(UInt32.max) else {
+            throw .eventTooLarge(index: index, size: size, limit: options.maxEventBytes)
+        }
     }
 
     /// The leader's side of group commit: one write transaction for every request of `batch`,
