@@ -27,7 +27,7 @@ import TestSupport
             let allowed: Set<String> = ["workload", "system", "opsPerSecond", "p50Micros", "p99Micros", "peakRSSBytes", "cpuPercent", "seconds", "repetitions"]
             #expect(Set(row.keys).isSubset(of: allowed), "\(row.keys)")
         }
-        let writers: Set<String> = ["ledger", "lmdb", "sqlite-full", "sqlite-normal", "rewrite"]
+        let writers: Set<String> = ["ledger", "ledger-json", "lmdb-same-job", "lmdb", "sqlite-full", "sqlite-normal", "rewrite"]
         #expect(seen["W1"] == writers)
         #expect(seen["W2-1"] == writers.union(["ledger-single-sync"]))
         #expect(seen["W2-8"] == writers.union(["ledger-single-sync"]))

@@ -17,20 +17,31 @@ final class RawLMDBStore: Store, @unchecked Sendable {
     private let env: OpaquePointer
     private var events: MDB_dbi = 0
     private var cursors: MDB_dbi = 0
+    /// `lmdb-same-job`: the ledger's projection work too, from parsed fields.
+    private let sameJob: Bool
+    private var messages: MDB_dbi = 0
+    private var widget: MDB_dbi = 0
+    private var state: MDB_dbi = 0
 
-    init(directory: String) throws {
+    init(directory: String, sameJob: Bool = false) throws {
+        self.sameJob = sameJob
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         var env: OpaquePointer?
         try Self.check(mdb_env_create(&env), "mdb_env_create")
         guard let env else { throw BenchFailure("mdb_env_create returned no environment") }
         self.env = env
-        try Self.check(mdb_env_set_maxdbs(env, 4), "mdb_env_set_maxdbs")
+        try Self.check(mdb_env_set_maxdbs(env, 8), "mdb_env_set_maxdbs")
         try Self.check(mdb_env_set_mapsize(env, 16 << 30), "mdb_env_set_mapsize")
         do {
             try Self.check(mdb_env_open(env, directory, UInt32(MDB_NOTLS), 0o644), "mdb_env_open \(directory)")
             try write { txn in
                 try Self.check(mdb_dbi_open(txn, "events", UInt32(MDB_CREATE), &events), "mdb_dbi_open events")
                 try Self.check(mdb_dbi_open(txn, "cursors", UInt32(MDB_CREATE), &cursors), "mdb_dbi_open cursors")
+                if sameJob {
+                    try Self.check(mdb_dbi_open(txn, "messages", UInt32(MDB_CREATE), &messages), "mdb_dbi_open messages")
+                    try Self.check(mdb_dbi_open(txn, "widget", UInt32(MDB_CREATE), &widget), "mdb_dbi_open widget")
+                    try Self.check(mdb_dbi_open(txn, "state", UInt32(MDB_CREATE), &state), "mdb_dbi_open state")
+                }
             }
         } catch {
             mdb_env_close(env)
@@ -102,18 +113,92 @@ final class RawLMDBStore: Store, @unchecked Sendable {
     func appendBatch(_ deltas: ArraySlice<SyncDelta>) throws {
         try write { txn in
             var seq = try withCursor(txn, events) { try move($0, MDB_LAST)?.0 } ?? 0
+            var counters: (unread: Int64, version: UInt64) = sameJob ? try get(txn, state, key: [0]).map(Self.decodeState) ?? (0, 0) : (0, 0)
             for delta in deltas {
                 seq += 1
                 try put(txn, events, key: sequenceKey(seq), value: delta.payload, flags: MDB_APPEND)
+                guard sameJob else { continue }
+                // The ledger's projection of an inbox sync: the message row, its widget-order
+                // row (the old one removed when the date moved), unread count and version.
+                let m = delta.message
+                let id = Array(m.id.utf8)
+                if let old = try get(txn, messages, key: id) {
+                    let oldSentAt = old.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+                    if old[8] == 0 { counters.unread -= 1 }
+                    try delete(txn, widget, key: Self.widgetKey(Int64(bitPattern: oldSentAt), id))
+                }
+                let record = Self.record(m)
+                try put(txn, messages, key: id, value: record)
+                try put(txn, widget, key: Self.widgetKey(m.sentAt, id), value: record)
+                if !m.read { counters.unread += 1 }
+                counters.version = seq
             }
+            if sameJob { try put(txn, state, key: [0], value: sequenceKey(UInt64(bitPattern: counters.unread)) + sequenceKey(counters.version)) }
+        }
+    }
+
+    private static func decodeState(_ bytes: [UInt8]) -> (unread: Int64, version: UInt64) {
+        let unread = bytes.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        let version = bytes.dropFirst(8).prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        return (Int64(bitPattern: unread), version)
+    }
+
+    /// Newest first: the inverted date, then the id.
+    private static func widgetKey(_ sentAt: Int64, _ id: [UInt8]) -> [UInt8] {
+        withUnsafeBytes(of: (UInt64.max - UInt64(bitPattern: sentAt)).bigEndian) { Array($0) } + id
+    }
+
+    /// date (8 B BE), read (1 B), then title, subheading, icon URL and id, each with a 2-byte length.
+    private static func record(_ m: Message) -> [UInt8] {
+        var out = withUnsafeBytes(of: UInt64(bitPattern: m.sentAt).bigEndian) { Array($0) }
+        out.append(m.read ? 1 : 0)
+        for field in [m.title, m.subheading, m.iconURL, m.id] {
+            let bytes = Array(field.utf8)
+            out += [UInt8(bytes.count >> 8), UInt8(bytes.count & 0xFF)] + bytes
+        }
+        return out
+    }
+
+    private func get(_ txn: OpaquePointer, _ dbi: MDB_dbi, key: [UInt8]) throws -> [UInt8]? {
+        var key = key
+        return try key.withUnsafeMutableBytes { k in
+            var kv = MDB_val(mv_size: k.count, mv_data: k.baseAddress)
+            var value = MDB_val()
+            let rc = mdb_get(txn, dbi, &kv, &value)
+            if rc == MDB_NOTFOUND { return nil }
+            try Self.check(rc, "mdb_get")
+            return value.mv_data.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: value.mv_size)) } ?? []
+        }
+    }
+
+    private func delete(_ txn: OpaquePointer, _ dbi: MDB_dbi, key: [UInt8]) throws {
+        var key = key
+        try key.withUnsafeMutableBytes { k in
+            var kv = MDB_val(mv_size: k.count, mv_data: k.baseAddress)
+            let rc = mdb_del(txn, dbi, &kv, nil)
+            if rc != MDB_NOTFOUND { try Self.check(rc, "mdb_del") }
         }
     }
 
     func appendOne(_ delta: SyncDelta) throws { try appendBatch([delta][...]) }
 
     func readWidget() throws -> Int {
+        if sameJob {
+            return try read { txn in
+                try withCursor(txn, widget) { cursor in
+                    var rows = 0
+                    var key = MDB_val(), value = MDB_val()
+                    var rc = mdb_cursor_get(cursor, &key, &value, MDB_FIRST)
+                    while rc == 0, rows < 10 {
+                        rows += 1
+                        rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT)
+                    }
+                    return rows
+                }
+            }
+        }
         // No projection to read: the floor of "ten rows", the ten newest records, copied out.
-        try read { txn in
+        return try read { txn in
             try withCursor(txn, events) { cursor in
                 var rows: [[UInt8]] = []
                 var entry = try move(cursor, MDB_LAST)

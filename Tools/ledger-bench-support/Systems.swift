@@ -12,12 +12,19 @@ import Dispatch
 import Synchronization
 
 public enum SystemKind: String, CaseIterable, Sendable {
-    /// This project, default durability (LMDB's two syncs per commit).
+    /// This project, default durability (LMDB's two syncs per commit), given typed events
+    /// (`append(.inboxSynced(…))`, what an app calls; SQLite is given parsed fields too).
     case ledger
+    /// The same given the JSON bytes (what the CLI and a server payload give).
+    case ledgerJSON = "ledger-json"
     /// This project with `LedgerDurability.singleSync` (one sync per commit, `MDB_NOMETASYNC`).
     case ledgerSingleSync = "ledger-single-sync"
     /// This project's async API (tasks awaiting `append`), default durability: W2-64 only.
     case ledgerAsync = "ledger-async"
+    /// LMDB through its C API doing the ledger's job for an inbox sync from parsed fields: the
+    /// event, the message row, the widget-order row and the state record in one transaction; no
+    /// envelope, checksum, validation, idempotency or group commit. The overhead the ledger adds.
+    case lmdbSameJob = "lmdb-same-job"
     /// Raw LMDB: the payload under the next sequence number. No envelope, no projections.
     case lmdb
     /// SQLite, WAL, `synchronous=FULL`: events table plus projection tables, one transaction.
@@ -49,7 +56,9 @@ public protocol Store: AnyObject {
 
 public func openStore(_ kind: SystemKind, directory: String) throws -> Store {
     switch kind {
-    case .ledger: try LedgerStore(directory: directory, durability: .durable)
+    case .ledger: try LedgerStore(directory: directory, durability: .durable, typed: true)
+    case .ledgerJSON: try LedgerStore(directory: directory, durability: .durable)
+    case .lmdbSameJob: try RawLMDBStore(directory: directory, sameJob: true)
     case .ledgerSingleSync: try LedgerStore(directory: directory, durability: .singleSync)
     case .ledgerAsync: try LedgerStore(directory: directory, durability: .durable)
     case .lmdb: try RawLMDBStore(directory: directory)
@@ -69,7 +78,11 @@ public struct BenchFailure: Error, CustomStringConvertible {
 final class LedgerStore: Store {
     let ledger: Ledger
 
-    init(directory: String, durability: LedgerDurability) throws {
+    /// Appends typed events (built from the parsed fields) rather than JSON bytes.
+    let typed: Bool
+
+    init(directory: String, durability: LedgerDurability, typed: Bool = false) throws {
+        self.typed = typed
         var options = LedgerOptions(role: "bench")
         options.durability = durability
         options.maxMapSize = 8 << 30  // W7 holds a million events before compaction: more than an extension's default
@@ -80,12 +93,19 @@ final class LedgerStore: Store {
         NewEvent(type: DomainEvent.inboxSyncedType, payload: delta.payload)
     }
 
+    private func domainEvent(_ delta: SyncDelta) -> DomainEvent {
+        let m = delta.message
+        return .inboxSynced(InboxSync(mode: .delta, messages: [
+            InboxMessage(id: m.id, title: m.title, subheading: m.subheading, iconURL: m.iconURL, sentAt: Timestamp(micros: m.sentAt), read: m.read),
+        ]))
+    }
+
     func appendBatch(_ deltas: ArraySlice<SyncDelta>) throws {
-        _ = try ledger.append(contentsOf: deltas.map(event))
+        if typed { _ = try ledger.append(contentsOf: deltas.map(domainEvent)) } else { _ = try ledger.append(contentsOf: deltas.map(event)) }
     }
 
     func appendOne(_ delta: SyncDelta) throws {
-        _ = try ledger.append(event(delta))
+        if typed { _ = try ledger.append(domainEvent(delta)) } else { _ = try ledger.append(event(delta)) }
     }
 
     func readWidget() throws -> Int {

@@ -71,7 +71,7 @@ final class Bench {
         }
     }
 
-    static let allWriters: [SystemKind] = [.ledger, .lmdb, .sqliteFull, .sqliteNormal, .rewrite]
+    static let allWriters: [SystemKind] = [.ledger, .ledgerJSON, .lmdbSameJob, .lmdb, .sqliteFull, .sqliteNormal, .rewrite]
     static let logs: [SystemKind] = [.ledger, .lmdb, .sqliteFull]
 
     lazy var workloads: [Workload] = [w1, w2Single, w2Threads, w2Callers, w3, w4, w5, w6, w7, w8]
@@ -93,7 +93,7 @@ final class Bench {
     // W2: one delta per durable transaction, one thread.
     var w2Single: Workload {
         Workload(id: "W2-1", title: "single-event durable append, 1 thread",
-                 systems: [.ledger, .ledgerSingleSync, .lmdb, .sqliteFull, .sqliteNormal, .rewrite]) { system, rep, bench in
+                 systems: [.ledger, .ledgerJSON, .ledgerSingleSync, .lmdbSameJob, .lmdb, .sqliteFull, .sqliteNormal, .rewrite]) { system, rep, bench in
             let store = try openStore(system, directory: bench.directory("w2", system))
             let n = bench.sizes.singleAppends
             let deltas = Inbox.deltas(rep * n..<(rep + 1) * n)
@@ -107,7 +107,7 @@ final class Bench {
     // W2: one delta per durable transaction, 8 threads of one process (the ledger's group commit).
     var w2Threads: Workload {
         Workload(id: "W2-8", title: "single-event durable append, 8 threads in one process",
-                 systems: [.ledger, .ledgerSingleSync, .lmdb, .sqliteFull, .sqliteNormal, .rewrite]) { system, rep, bench in
+                 systems: [.ledger, .ledgerJSON, .ledgerSingleSync, .lmdbSameJob, .lmdb, .sqliteFull, .sqliteNormal, .rewrite]) { system, rep, bench in
             let store = try openStore(system, directory: bench.directory("w2x8", system))
             let perThread = bench.sizes.threadAppends
             let handles = try (0..<8).map { _ in try store.handleForAnotherThread() }

@@ -66,16 +66,17 @@ public enum EventJSON {
     /// written as `null`.
     static func canonicalBytes(_ value: JSONValue) -> [UInt8] {
         var out: [UInt8] = []
+        out.reserveCapacity(512)
         write(value, to: &out)
         return out
     }
 
     private static func write(_ value: JSONValue, to out: inout [UInt8]) {
         switch value {
-        case .null: out += Array("null".utf8)
-        case .bool(let b): out += Array((b ? "true" : "false").utf8)
-        case .integer(let i): out += Array(String(i).utf8)
-        case .number(let d): out += Array(canonicalText(of: d).utf8)
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
+        case .integer(let i): out.append(contentsOf: String(i).utf8)
+        case .number(let d): out.append(contentsOf: canonicalText(of: d).utf8)
         case .string(let s): writeString(s, to: &out)
         case .array(let items):
             out.append(UInt8(ascii: "["))
@@ -86,6 +87,8 @@ public enum EventJSON {
             out.append(UInt8(ascii: "]"))
         case .object(let fields):
             out.append(UInt8(ascii: "{"))
+            // Keys in UTF-8 byte order (not String's `<`, which compares canonically equivalent
+            // spellings as equal).
             for (i, (key, item)) in fields.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }).enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
                 writeString(key, to: &out)
@@ -108,8 +111,14 @@ public enum EventJSON {
     /// A JSON string: `"` and `\` escaped, control characters as short escapes or `\u00XX`,
     /// everything else (including `/` and non-ASCII) as it is.
     private static func writeString(_ s: String, to out: inout [UInt8]) {
-        let hex = Array("0123456789abcdef".utf8)
         out.append(UInt8(ascii: "\""))
+        // Most strings need no escape: copy them whole.
+        if !s.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            out.append(contentsOf: s.utf8)
+            out.append(UInt8(ascii: "\""))
+            return
+        }
+        let hex = Array("0123456789abcdef".utf8)
         for b in s.utf8 {
             switch b {
             case UInt8(ascii: "\""): out += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]

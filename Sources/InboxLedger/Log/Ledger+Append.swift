@@ -66,6 +66,18 @@ extension Ledger {
         try appendWithReceipt(contentsOf: events).sequences
     }
 
+    /// Appends domain events atomically (all or none, in order), each validated on its typed
+    /// fields and encoded once; returns their sequence numbers.
+    ///
+    /// ```swift
+    /// try ledger.append(contentsOf: [.badgeAdjusted(.set(0)), .messageRead(ReadChange(ids: ["m1"], read: true))])
+    /// ```
+    @discardableResult
+    public func append(contentsOf events: some Collection<DomainEvent>) throws(LedgerError) -> [UInt64] {
+        if events.isEmpty { return [] }
+        return try submit(prepare(domain: events.map { ($0, nil) }), cursor: nil).sequences
+    }
+
     /// As ``append(contentsOf:)``, also returning what the projections noticed.
     public func appendWithReceipt(contentsOf events: [NewEvent]) throws(LedgerError) -> AppendReceipt {
         if events.isEmpty { return AppendReceipt(sequences: [], notes: []) }
