@@ -195,6 +195,26 @@ public final class Cursor {
             value: Array(UnsafeRawBufferPointer(start: dataValue.mv_data, count: dataValue.mv_size)))
     }
 
+    /// Visits the entries from the first key ≥ `start` on, in order, while `body` returns true,
+    /// handing it views of LMDB's own memory: nothing is copied, and the views are valid only
+    /// during the call (they cannot escape it). For reads that decode records in place.
+    public func scan(from start: [UInt8], _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws {
+        guard isLive, transaction.isLive else { throw LMDBError.badTransaction }
+        var keyValue = MDB_val()
+        var dataValue = MDB_val()
+        var code = start.withUnsafeBytes { k -> Int32 in
+            keyValue = MDB_val(mv_size: k.count, mv_data: UnsafeMutableRawPointer(mutating: k.baseAddress))
+            return mdb_cursor_get(pointer, &keyValue, &dataValue, MDB_SET_RANGE)
+        }
+        while code == 0 {
+            let key = UnsafeRawBufferPointer(start: keyValue.mv_data, count: keyValue.mv_size)
+            let value = UnsafeRawBufferPointer(start: dataValue.mv_data, count: dataValue.mv_size)
+            guard try body(key, value) else { return }
+            code = mdb_cursor_get(pointer, &keyValue, &dataValue, MDB_NEXT)
+        }
+        if code != MDB_NOTFOUND { try check(code) }
+    }
+
     /// The first entry, or `nil` if the database is empty.
     public func first() throws(LMDBError) -> Entry? { try move(MDB_FIRST) }
     /// The last entry, or `nil` if the database is empty.

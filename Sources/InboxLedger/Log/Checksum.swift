@@ -42,6 +42,13 @@ enum CRC32C {
         }
     }
 
+    /// The checksum of bytes borrowed from LMDB's memory (the read path).
+    static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        guard let base = bytes.baseAddress else { return 0 }
+        guard usesHardware else { return softwareUpdate(0, ArraySlice(bytes)) }
+        return ledger_crc32c_hardware(0, base.assumingMemoryBound(to: UInt8.self), bytes.count)
+    }
+
     /// The table-driven update: the fallback, and the reference the instruction is tested against.
     static func softwareUpdate(_ checksum: UInt32, _ bytes: ArraySlice<UInt8>) -> UInt32 {
         table.withUnsafeBufferPointer { t in

@@ -83,28 +83,38 @@ enum EventRecord {
 
     /// Decodes `bytes`, stored under `sequence`. Never traps, whatever the bytes.
     static func decode(_ bytes: [UInt8], sequence: UInt64) -> Result<Event, DecodeError> {
+        bytes.withUnsafeBytes { decode(borrowing: $0, sequence: sequence) }
+    }
+
+    /// Decodes a record in place (bytes borrowed from LMDB's memory inside the read
+    /// transaction): the header is read where it lies, the checksum computed over it, and only
+    /// the texts and the payload are copied out, once. Never traps, whatever the bytes.
+    static func decode(borrowing bytes: UnsafeRawBufferPointer, sequence: UInt64) -> Result<Event, DecodeError> {
         guard bytes.count >= headerSize + trailerSize else { return .failure(.tooShort(bytes.count)) }
-        var r = ByteReader(bytes)
-        guard let v = r.u8(), let flags = r.u8(), let typeLength = r.u16le(), let roleLength = r.u16le(),
-              let keyLength = r.u16le(), let pid = r.u32le(), let payloadLength = r.u32le(),
-              let timestamp = r.u64le(), let storedSequence = r.u64le()
-        else { return .failure(.tooShort(bytes.count)) }
+        func u16(_ at: Int) -> Int { Int(UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt16.self))) }
+        func u32(_ at: Int) -> UInt32 { UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt32.self)) }
+        func u64(_ at: Int) -> UInt64 { UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt64.self)) }
+        let v = bytes[0], flags = bytes[1]
+        let typeLength = u16(2), roleLength = u16(4), keyLength = u16(6)
+        let pid = u32(8), payloadLength = Int(u32(12)), timestamp = u64(16), storedSequence = u64(24)
         guard v == version else { return .failure(.unsupportedVersion(v)) }
-        let expected = headerSize + Int(typeLength) + Int(roleLength) + Int(keyLength) + Int(payloadLength) + trailerSize
+        let expected = headerSize + typeLength + roleLength + keyLength + payloadLength + trailerSize
         guard expected == bytes.count else { return .failure(.lengthMismatch(expected: expected, actual: bytes.count)) }
-        var trailer = ByteReader(bytes, offset: bytes.count - trailerSize)
-        let stored = trailer.u32le() ?? 0
-        let computed = CRC32C.checksum(bytes[0..<(bytes.count - trailerSize)])
+        let body = bytes.count - trailerSize
+        let stored = u32(body)
+        let computed = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[0..<body]))
         guard stored == computed else { return .failure(.checksumMismatch(stored: stored, computed: computed)) }
         guard flags & ~flagHasKey == 0 else { return .failure(.invalidFlags(flags)) }
         guard storedSequence == sequence else { return .failure(.sequenceMismatch(stored: storedSequence)) }
-        guard let typeBytes = r.take(Int(typeLength)), let type = String(utf8: typeBytes)
-        else { return .failure(.invalidText("type")) }
-        guard let roleBytes = r.take(Int(roleLength)), let role = String(utf8: roleBytes)
-        else { return .failure(.invalidText("origin role")) }
-        guard let keyBytes = r.take(Int(keyLength)), let keyText = String(utf8: keyBytes)
-        else { return .failure(.invalidText("key")) }
-        let payload = Array(r.take(Int(payloadLength)) ?? [])
+        var at = headerSize
+        func text(_ length: Int) -> String? {
+            defer { at += length }
+            return String(validating: UnsafeRawBufferPointer(rebasing: bytes[at..<(at + length)]), as: UTF8.self)
+        }
+        guard let type = text(typeLength) else { return .failure(.invalidText("type")) }
+        guard let role = text(roleLength) else { return .failure(.invalidText("origin role")) }
+        guard let keyText = text(keyLength) else { return .failure(.invalidText("key")) }
+        let payload = [UInt8](UnsafeRawBufferPointer(rebasing: bytes[at..<(at + payloadLength)]))
         return .success(Event(
             sequence: sequence, timestampMicros: Int64(bitPattern: timestamp),
             origin: Origin(role: role, pid: Int32(bitPattern: pid)), type: type,

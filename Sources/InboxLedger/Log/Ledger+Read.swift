@@ -20,13 +20,18 @@ extension Ledger {
         guard limit > 0, sequence < UInt64.max else { return [] }
         return try txn.withCursor(schema.events) { cursor in
             var events: [Event] = []
-            var entry = try cursor.seek(atLeast: SequenceKey.encode(sequence + 1))
-            while let e = entry, events.count < limit {
-                guard let seq = SequenceKey.decode(e.key) else {
-                    throw LedgerError.corruptStore(path: path, reason: "malformed event key of \(e.key.count) bytes")
+            events.reserveCapacity(min(limit, 4096))
+            // Each record is decoded where LMDB keeps it; only the event's own fields are copied.
+            try cursor.scan(from: SequenceKey.encode(sequence + 1)) { key, value in
+                guard key.count == 8 else {
+                    throw LedgerError.corruptStore(path: path, reason: "malformed event key of \(key.count) bytes")
                 }
-                events.append(try decode(e.value, sequence: seq))
-                entry = try cursor.next()
+                let seq = UInt64(bigEndian: key.loadUnaligned(as: UInt64.self))
+                switch EventRecord.decode(borrowing: value, sequence: seq) {
+                case .success(let event): events.append(event)
+                case .failure(let error): throw LedgerError.corruptRecord(sequence: seq, reason: error.description)
+                }
+                return events.count < limit
             }
             return events
         }
