@@ -250,14 +250,7 @@ public final class Ledger: Sendable {
                     }
                     floor = value
                 }
-                var projections: UInt32 = 1
-                if let stored = try txn.get(meta, key: Schema.MetaKey.projectionVersion) {
-                    var pr = ByteReader(stored)
-                    guard stored.count == 4, let value = pr.u32le() else {
-                        throw LedgerError.corruptStore(path: path, reason: "unreadable projection version in the ledger metadata")
-                    }
-                    projections = value
-                }
+                let projections = try ProjectionRules.decodeStored(txn.get(meta, key: Schema.MetaKey.projectionVersion), path: path) ?? 1
                 return LedgerMetadata(formatVersion: format, ledgerID: id, createdAtMicros: Int64(bitPattern: created),
                                       durabilityFloor: floor, projectionVersion: projections)
             }

@@ -110,4 +110,19 @@ import LMDB
         #expect(throws: LedgerError.self) { try Compactor(ledger: old, policy: policy(tail: 10)).runOnce() }
         #expect(fileBytes(path + "/data.mdb") == before, "a newer ledger was written by an older library")
     }
+
+    @Test func anUnreadableProjectionVersionIsACorruptStoreNotAGuess() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        do {
+            let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
+            try ledger.write("damage") { txn in try txn.put(ledger.schema.meta, key: Schema.MetaKey.projectionVersion, value: [1, 0, 0]) }
+        }
+        #expect {
+            _ = try Ledger(path: path, options: LedgerOptions(role: "app"))
+        } throws: { error in
+            guard case LedgerError.corruptStore(_, let reason)? = error as? LedgerError else { return false }
+            return reason.contains("projection version")
+        }
+    }
 }

@@ -6,6 +6,16 @@ import LMDB
 /// version is rebuilt when it is opened (docs/operations.md, "Upgrades").
 enum ProjectionRules {
     static let version: UInt32 = 1
+
+    /// The stored `projection-version` (nil: absent, a ledger from before it was stored).
+    static func decodeStored(_ bytes: [UInt8]?, path: String) throws(LedgerError) -> UInt32? {
+        guard let bytes else { return nil }
+        var r = ByteReader(bytes)
+        guard bytes.count == 4, let version = r.u32le() else {
+            throw .corruptStore(path: path, reason: "unreadable projection version in the ledger metadata")
+        }
+        return version
+    }
 }
 
 /// What a writable opening does when the ledger's projections were built by older rules and the
@@ -23,12 +33,7 @@ extension Ledger {
     /// The projection rules version stored in the ledger (nil: a ledger from before versions
     /// were stored, built by version 1).
     func storedProjectionVersion(in txn: Transaction) throws -> UInt32? {
-        guard let bytes = try txn.get(schema.meta, key: Schema.MetaKey.projectionVersion) else { return nil }
-        var r = ByteReader(bytes)
-        guard bytes.count == 4, let version = r.u32le() else {
-            throw LedgerError.corruptStore(path: path, reason: "unreadable projection version in the ledger metadata")
-        }
-        return version
+        try ProjectionRules.decodeStored(txn.get(schema.meta, key: Schema.MetaKey.projectionVersion), path: path)
     }
 
     /// Rebuilds every projection by this library's rules in one write transaction (other
