@@ -66,12 +66,6 @@ struct JSONFields {
         }
     }
 
-    func identifier(_ key: String) throws(FieldError) -> String {
-        let s = try string(key)
-        try Self.checkIdentifier(s, field: at(key))
-        return s
-    }
-
     static func checkIdentifier(_ s: String, field: String) throws(FieldError) {
         guard !s.isEmpty, s.utf8.count <= DomainLimits.maxIdentifierBytes else {
             throw FieldError(field: field, reason: "must be 1–\(DomainLimits.maxIdentifierBytes) bytes")
@@ -112,40 +106,127 @@ struct JSONFields {
     }
 }
 
-// MARK: - One decoder (`init(_:)`, validating) and one encoder (`json`) per payload
+// MARK: - Per payload: one decoder (`init(_:)`), one set of rules (`validate`), one encoder (`write`)
 
-/// A built-in event payload: decoded and validated from JSON fields, encoded to a JSON value
-/// whose canonical bytes are what the ledger stores. Its `Encodable` conformance encodes `json`,
-/// so there is one encoder, whoever asks.
+/// A built-in event payload. JSON input is read into typed fields by `init(_:)` (types and
+/// presence), then checked by `validate(at:)` — the one place of the domain's rules, which a
+/// typed value an app built goes through too; `write(to:)` is the one encoder, writing the
+/// canonical bytes the ledger stores directly (keys in their sorted order, no intermediate
+/// `JSONValue`). Its `Encodable` conformance encodes those bytes.
 protocol BuiltInPayload: Encodable {
     init(_ fields: JSONFields) throws(FieldError)
-    var json: JSONValue { get }
+    func validate(at path: String) throws(FieldError)
+    func write(to writer: inout CanonicalWriter)
 }
 
 extension BuiltInPayload {
+    /// The canonical JSON bytes the ledger stores for this payload.
+    var canonicalBytes: [UInt8] {
+        var writer = CanonicalWriter()
+        write(to: &writer)
+        return writer.bytes
+    }
+
     /// Encodes the payload exactly as the ledger stores it (``DomainEvent/newEvent(key:)``).
-    public func encode(to encoder: any Encoder) throws { try json.encode(to: encoder) }
+    public func encode(to encoder: any Encoder) throws { try JSONParser.parse(canonicalBytes).encode(to: encoder) }
 }
 
-/// A JSON object of the fields that are present (nil ones are left out, as the decoder allows).
-private func object(_ fields: [(String, JSONValue?)]) -> JSONValue {
-    var out: [String: JSONValue] = [:]
-    for (key, value) in fields { if let value { out[key] = value } }
-    return .object(out)
+/// Writes canonical JSON (docs/format.md): the caller gives object keys in UTF-8 byte order.
+struct CanonicalWriter {
+    private(set) var bytes: [UInt8] = []
+    private var needsComma = false
+
+    init() { bytes.reserveCapacity(512) }
+
+    private mutating func separate() {
+        if needsComma { bytes.append(UInt8(ascii: ",")) }
+    }
+
+    mutating func openObject() {
+        separate()
+        bytes.append(UInt8(ascii: "{"))
+        needsComma = false
+    }
+
+    mutating func closeObject() {
+        bytes.append(UInt8(ascii: "}"))
+        needsComma = true
+    }
+
+    mutating func openArray() {
+        separate()
+        bytes.append(UInt8(ascii: "["))
+        needsComma = false
+    }
+
+    mutating func closeArray() {
+        bytes.append(UInt8(ascii: "]"))
+        needsComma = true
+    }
+
+    mutating func key(_ name: String) {
+        separate()
+        EventJSON.writeString(name, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        needsComma = false
+    }
+
+    mutating func string(_ value: String) {
+        separate()
+        EventJSON.writeString(value, to: &bytes)
+        needsComma = true
+    }
+
+    mutating func bool(_ value: Bool) {
+        separate()
+        bytes.append(contentsOf: (value ? "true" : "false").utf8)
+        needsComma = true
+    }
+
+    mutating func integer(_ value: Int64) {
+        separate()
+        bytes.append(contentsOf: String(value).utf8)
+        needsComma = true
+    }
+
+    mutating func value(_ value: JSONValue) {
+        separate()
+        EventJSON.write(value, to: &bytes)
+        needsComma = true
+    }
+
+    mutating func strings(_ values: [String]) {
+        openArray()
+        for value in values { string(value) }
+        closeArray()
+    }
 }
 
 extension InboxMessage: BuiltInPayload {
-    var json: JSONValue {
-        object([
-            ("id", .string(id)), ("title", .string(title)), ("subheading", subheading.map(JSONValue.string)),
-            ("iconURL", iconURL.map(JSONValue.string)), ("sentAt", .string(sentAt.iso8601)),
-            ("expiresAt", expiresAt.map { .string($0.iso8601) }), ("read", read.map(JSONValue.bool)),
-            ("extras", extras.map { .object($0.mapValues(JSONValue.string)) }),
-        ])
+    func write(to w: inout CanonicalWriter) {
+        w.openObject()
+        if let expiresAt { w.key("expiresAt"); w.string(expiresAt.iso8601) }
+        if let extras {
+            w.key("extras")
+            w.openObject()
+            for (k, v) in extras.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) { w.key(k); w.string(v) }
+            w.closeObject()
+        }
+        if let iconURL { w.key("iconURL"); w.string(iconURL) }
+        w.key("id"); w.string(id)
+        if let read { w.key("read"); w.bool(read) }
+        w.key("sentAt"); w.string(sentAt.iso8601)
+        if let subheading { w.key("subheading"); w.string(subheading) }
+        w.key("title"); w.string(title)
+        w.closeObject()
+    }
+
+    func validate(at path: String) throws(FieldError) {
+        try JSONFields.checkIdentifier(id, field: path + ".id")
     }
 
     init(_ f: JSONFields) throws(FieldError) {
-        id = try f.identifier("id")
+        id = try f.string("id")
         title = try f.string("title")
         subheading = try f.optionalString("subheading")
         iconURL = try f.optionalString("iconURL")
@@ -163,97 +244,150 @@ extension InboxMessage: BuiltInPayload {
         } else {
             self.extras = nil
         }
+        try validate(at: f.path)
     }
 }
 
 extension InboxSync: BuiltInPayload {
-    var json: JSONValue {
-        object([("mode", .string(mode.rawValue)), ("messages", .array(messages.map(\.json))),
-                ("removed", removed.isEmpty ? nil : .array(removed.map(JSONValue.string)))])
+    func write(to w: inout CanonicalWriter) {
+        w.openObject()
+        w.key("messages")
+        w.openArray()
+        for message in messages { message.write(to: &w) }
+        w.closeArray()
+        w.key("mode"); w.string(mode.rawValue)
+        if !removed.isEmpty { w.key("removed"); w.strings(removed) }
+        w.closeObject()
+    }
+
+    func validate(at path: String) throws(FieldError) {
+        var seen = Set<String>()
+        seen.reserveCapacity(messages.count)
+        for (i, message) in messages.enumerated() {
+            let at = path + ".messages[\(i)]"
+            try message.validate(at: at)
+            guard seen.insert(message.id).inserted else {
+                throw FieldError(field: at + ".id", reason: "duplicate id \"\(message.id)\" in one message list")
+            }
+        }
+        for (i, id) in removed.enumerated() {
+            try JSONFields.checkIdentifier(id, field: path + ".removed[\(i)]")
+            if seen.contains(id) { throw FieldError(field: path + ".removed[\(i)]", reason: "\"\(id)\" is also listed in messages") }
+        }
     }
 
     init(_ f: JSONFields) throws(FieldError) {
         mode = try f.choice("mode", Mode.self)
         var messages: [InboxMessage] = []
-        var seen = Set<String>()
         for item in try f.array("messages") ?? [] {
-            let message = try InboxMessage(try JSONFields(item.value, path: item.path))
-            guard seen.insert(message.id).inserted else {
-                throw FieldError(field: item.path + ".id", reason: "duplicate id \"\(message.id)\" in one message list")
-            }
-            messages.append(message)
+            let fields = try JSONFields(item.value, path: item.path)
+            messages.append(try InboxMessage(fields))
         }
         self.messages = messages
         removed = try f.strings("removed", optional: true) ?? []
-        for (i, id) in removed.enumerated() {
-            try JSONFields.checkIdentifier(id, field: f.at("removed") + "[\(i)]")
-            if seen.contains(id) { throw FieldError(field: f.at("removed") + "[\(i)]", reason: "\"\(id)\" is also listed in messages") }
-        }
+        try validate(at: f.path)
     }
 }
 
 extension ReadChange: BuiltInPayload {
-    var json: JSONValue { object([("ids", .array(ids.map(JSONValue.string))), ("read", .bool(read))]) }
+    func write(to w: inout CanonicalWriter) {
+        w.openObject()
+        w.key("ids"); w.strings(ids)
+        w.key("read"); w.bool(read)
+        w.closeObject()
+    }
+
+    func validate(at path: String) throws(FieldError) {
+        guard !ids.isEmpty else { throw FieldError(field: path + ".ids", reason: "must list at least one id") }
+        for (i, id) in ids.enumerated() { try JSONFields.checkIdentifier(id, field: path + ".ids[\(i)]") }
+    }
 
     init(_ f: JSONFields) throws(FieldError) {
         ids = try f.strings("ids") ?? []
         read = try f.bool("read")
-        guard !ids.isEmpty else { throw FieldError(field: f.at("ids"), reason: "must list at least one id") }
-        for (i, id) in ids.enumerated() { try JSONFields.checkIdentifier(id, field: f.at("ids") + "[\(i)]") }
+        try validate(at: f.path)
     }
 }
 
 extension WidgetAction: BuiltInPayload {
-    var json: JSONValue {
-        object([("actionID", .string(actionID)), ("kind", .string(kind.rawValue)), ("target", target.map(JSONValue.string)),
-                ("name", name.map(JSONValue.string)), ("payload", payload)])
+    func write(to w: inout CanonicalWriter) {
+        w.openObject()
+        w.key("actionID"); w.string(actionID)
+        w.key("kind"); w.string(kind.rawValue)
+        if let name { w.key("name"); w.string(name) }
+        if let payload { w.key("payload"); w.value(payload) }
+        if let target { w.key("target"); w.string(target) }
+        w.closeObject()
+    }
+
+    func validate(at path: String) throws(FieldError) {
+        try JSONFields.checkIdentifier(actionID, field: path + ".actionID")
+        if kind == .markRead || kind == .openMessage, target?.isEmpty ?? true {
+            throw FieldError(field: path + ".target", reason: "required for kind \(kind.rawValue)")
+        }
+        if kind == .custom, name?.isEmpty ?? true { throw FieldError(field: path + ".name", reason: "required for kind custom") }
+        if let payload { try EventJSON.checkEncodable(payload, field: path + ".payload") }
     }
 
     init(_ f: JSONFields) throws(FieldError) {
-        actionID = try f.identifier("actionID")
+        actionID = try f.string("actionID")
         kind = try f.choice("kind", Kind.self)
         target = try f.optionalString("target")
         name = try f.optionalString("name")
         payload = f.optional("payload")
-        if kind == .markRead || kind == .openMessage, target?.isEmpty ?? true {
-            throw FieldError(field: f.at("target"), reason: "required for kind \(kind.rawValue)")
-        }
-        if kind == .custom, name?.isEmpty ?? true { throw FieldError(field: f.at("name"), reason: "required for kind custom") }
+        try validate(at: f.path)
     }
 }
 
 extension ActionCompletion: BuiltInPayload {
-    var json: JSONValue {
-        object([("actionID", .string(actionID)), ("outcome", .string(outcome.rawValue)), ("reason", reason.map(JSONValue.string))])
+    func write(to w: inout CanonicalWriter) {
+        w.openObject()
+        w.key("actionID"); w.string(actionID)
+        w.key("outcome"); w.string(outcome.rawValue)
+        if let reason { w.key("reason"); w.string(reason) }
+        w.closeObject()
+    }
+
+    func validate(at path: String) throws(FieldError) {
+        try JSONFields.checkIdentifier(actionID, field: path + ".actionID")
     }
 
     init(_ f: JSONFields) throws(FieldError) {
-        actionID = try f.identifier("actionID")
+        actionID = try f.string("actionID")
         outcome = try f.choice("outcome", Outcome.self)
         reason = try f.optionalString("reason")
+        try validate(at: f.path)
     }
 }
 
 extension BadgeAdjustment: BuiltInPayload {
-    var json: JSONValue {
+    func write(to w: inout CanonicalWriter) {
+        w.openObject()
         switch self {
-        case .delta(let d): .object(["delta": .integer(d)])
-        case .set(let s): .object(["set": .integer(s)])
+        case .delta(let d): w.key("delta"); w.integer(d)
+        case .set(let s): w.key("set"); w.integer(s)
+        }
+        w.closeObject()
+    }
+
+    func validate(at path: String) throws(FieldError) {
+        switch self {
+        case .delta(let d):
+            guard (-DomainLimits.maxBadge...DomainLimits.maxBadge).contains(d) else { throw FieldError(field: path + ".delta", reason: "must be within ±\(DomainLimits.maxBadge)") }
+        case .set(let s):
+            guard (0...DomainLimits.maxBadge).contains(s) else { throw FieldError(field: path + ".set", reason: "must be 0…\(DomainLimits.maxBadge)") }
         }
     }
 
     init(_ f: JSONFields) throws(FieldError) {
         switch (try f.optionalInteger("delta"), try f.optionalInteger("set")) {
-        case (let d?, nil):
-            guard (-DomainLimits.maxBadge...DomainLimits.maxBadge).contains(d) else { throw FieldError(field: f.at("delta"), reason: "must be within ±\(DomainLimits.maxBadge)") }
-            self = .delta(d)
-        case (nil, let s?):
-            guard (0...DomainLimits.maxBadge).contains(s) else { throw FieldError(field: f.at("set"), reason: "must be 0…\(DomainLimits.maxBadge)") }
-            self = .set(s)
+        case (let d?, nil): self = .delta(d)
+        case (nil, let s?): self = .set(s)
         case (nil, nil):
             throw FieldError(field: f.at("delta"), reason: "needs \"delta\" or \"set\"")
         case (_?, _?):
             throw FieldError(field: f.at("set"), reason: "give either delta or set, not both")
         }
+        try validate(at: f.path)
     }
 }

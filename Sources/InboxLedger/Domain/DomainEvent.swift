@@ -202,26 +202,36 @@ public enum DomainEvent: Hashable, Sendable {
         return builtInType?.rawValue ?? ""
     }
 
-    /// The payload as JSON (nil for a custom event, whose payload is bytes).
-    var json: JSONValue? {
+    /// The built-in payload (nil for a custom event, whose payload is bytes).
+    private var payload: (any BuiltInPayload)? {
         switch self {
-        case .inboxSynced(let v): v.json
-        case .messageRead(let v): v.json
-        case .widgetAction(let v): v.json
-        case .actionCompleted(let v): v.json
-        case .badgeAdjusted(let v): v.json
+        case .inboxSynced(let v): v
+        case .messageRead(let v): v
+        case .widgetAction(let v): v
+        case .actionCompleted(let v): v
+        case .badgeAdjusted(let v): v
         case .custom: nil
         }
     }
 
-    /// The event to append, with its payload as canonical JSON (the payload's own encoder,
-    /// written once: no JSONEncoder, no re-parse).
-    public func newEvent(key: String? = nil) throws(LedgerError) -> NewEvent {
-        guard let json else {
-            if case .custom(let type, let payload) = self { return NewEvent(type: type, payload: payload, key: key) }
-            throw .invalidEvent(index: 0, field: "type", reason: "no payload")
+    /// The canonical bytes stored for this event: the payload's own encoder for a built-in
+    /// type, the bytes as given for a custom one.
+    var canonicalPayload: [UInt8] {
+        if case .custom(_, let bytes) = self { return bytes }
+        return payload?.canonicalBytes ?? []
+    }
+
+    /// Checks a typed built-in event by the same rules (and field paths) as its JSON form.
+    func validate(index: Int) throws(LedgerError) {
+        do { try payload?.validate(at: "data") } catch {
+            throw .invalidEvent(index: index, field: error.field, reason: error.reason)
         }
-        return NewEvent(type: type, payload: try EventJSON.encodeCanonical(json), key: key)
+    }
+
+    /// The event to append, with its payload as canonical JSON (the payload's own encoder,
+    /// written once: no JSONEncoder, no re-parse). Validation happens when it is appended.
+    public func newEvent(key: String? = nil) throws(LedgerError) -> NewEvent {
+        NewEvent(type: type, payload: canonicalPayload, key: key)
     }
 
     /// Decodes and validates a payload of `type`; custom types are returned as they are.

@@ -62,6 +62,17 @@ public enum EventJSON {
         return canonicalBytes(value)
     }
 
+    /// Fails if `value` holds a number JSON cannot carry (NaN, ±infinity), which the parser
+    /// never produces but a typed value can hold.
+    static func checkEncodable(_ value: JSONValue, field: String) throws(FieldError) {
+        switch value {
+        case .number(let d) where !d.isFinite: throw FieldError(field: field, reason: "\(d) cannot be encoded as JSON")
+        case .array(let items): for (i, item) in items.enumerated() { try checkEncodable(item, field: field + "[\(i)]") }
+        case .object(let fields): for (k, item) in fields { try checkEncodable(item, field: field + "." + k) }
+        case .null, .bool, .integer, .number, .string: break
+        }
+    }
+
     /// Writes `value` canonically. Non-finite numbers (which the parser never produces) are
     /// written as `null`.
     static func canonicalBytes(_ value: JSONValue) -> [UInt8] {
@@ -71,7 +82,7 @@ public enum EventJSON {
         return out
     }
 
-    private static func write(_ value: JSONValue, to out: inout [UInt8]) {
+    static func write(_ value: JSONValue, to out: inout [UInt8]) {
         switch value {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
@@ -110,7 +121,7 @@ public enum EventJSON {
 
     /// A JSON string: `"` and `\` escaped, control characters as short escapes or `\u00XX`,
     /// everything else (including `/` and non-ASCII) as it is.
-    private static func writeString(_ s: String, to out: inout [UInt8]) {
+    static func writeString(_ s: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // Most strings need no escape: copy them whole.
         if !s.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {

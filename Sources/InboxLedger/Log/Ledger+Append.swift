@@ -138,18 +138,17 @@ extension Ledger {
         var prepared: [PreparedEvent] = []
         prepared.reserveCapacity(events.count)
         for (index, (event, key)) in events.enumerated() {
-            guard let builtIn = event.builtInType, let json = event.json else {
-                let custom = try event.newEvent(key: key)
-                try checkEnvelope(type: custom.type, key: key, payloadCount: custom.payload.count, roleBytes: roleBytes, index: index)
-                prepared.append(PreparedEvent(type: custom.type, key: key, payload: custom.payload,
-                                              digest: ContentDigest.of(type: custom.type, payload: custom.payload), domain: event))
-                continue
+            let type = event.type
+            var domain = event
+            if case .custom(_, let bytes) = event {
+                // A custom event named like a built-in one is validated as that type.
+                domain = try DomainEvent.decode(type: type, payload: bytes, index: index)
+            } else {
+                try event.validate(index: index)
             }
-            let type = builtIn.rawValue
-            let validated = try DomainEvent.decode(builtIn, json, index: index)
-            let payload = try EventJSON.encodeCanonical(json)
+            let payload = event.canonicalPayload
             try checkEnvelope(type: type, key: key, payloadCount: payload.count, roleBytes: roleBytes, index: index)
-            prepared.append(PreparedEvent(type: type, key: key, payload: payload, digest: ContentDigest.of(type: type, payload: payload), domain: validated))
+            prepared.append(PreparedEvent(type: type, key: key, payload: payload, digest: ContentDigest.of(type: type, payload: payload), domain: domain))
         }
         return prepared
     }
