@@ -66,9 +66,9 @@ struct JSONFields {
         }
     }
 
-    static func checkIdentifier(_ s: String, field: String) throws(FieldError) {
+    static func checkIdentifier(_ s: String, field: @autoclosure () -> String) throws(FieldError) {
         guard !s.isEmpty, s.utf8.count <= DomainLimits.maxIdentifierBytes else {
-            throw FieldError(field: field, reason: "must be 1–\(DomainLimits.maxIdentifierBytes) bytes")
+            throw FieldError(field: field(), reason: "must be 1–\(DomainLimits.maxIdentifierBytes) bytes")
         }
     }
 
@@ -115,7 +115,7 @@ struct JSONFields {
 /// `JSONValue`). Its `Encodable` conformance encodes those bytes.
 protocol BuiltInPayload: Encodable {
     init(_ fields: JSONFields) throws(FieldError)
-    func validate(at path: String) throws(FieldError)
+    func validate(at path: @autoclosure () -> String) throws(FieldError)
     func write(to writer: inout CanonicalWriter)
 }
 
@@ -221,8 +221,8 @@ extension InboxMessage: BuiltInPayload {
         w.closeObject()
     }
 
-    func validate(at path: String) throws(FieldError) {
-        try JSONFields.checkIdentifier(id, field: path + ".id")
+    func validate(at path: @autoclosure () -> String) throws(FieldError) {
+        try JSONFields.checkIdentifier(id, field: path() + ".id")
     }
 
     init(_ f: JSONFields) throws(FieldError) {
@@ -260,19 +260,17 @@ extension InboxSync: BuiltInPayload {
         w.closeObject()
     }
 
-    func validate(at path: String) throws(FieldError) {
+    func validate(at path: @autoclosure () -> String) throws(FieldError) {
         var seen = Set<String>()
-        seen.reserveCapacity(messages.count)
         for (i, message) in messages.enumerated() {
-            let at = path + ".messages[\(i)]"
-            try message.validate(at: at)
+            try message.validate(at: path() + ".messages[\(i)]")
             guard seen.insert(message.id).inserted else {
-                throw FieldError(field: at + ".id", reason: "duplicate id \"\(message.id)\" in one message list")
+                throw FieldError(field: path() + ".messages[\(i)].id", reason: "duplicate id \"\(message.id)\" in one message list")
             }
         }
         for (i, id) in removed.enumerated() {
-            try JSONFields.checkIdentifier(id, field: path + ".removed[\(i)]")
-            if seen.contains(id) { throw FieldError(field: path + ".removed[\(i)]", reason: "\"\(id)\" is also listed in messages") }
+            try JSONFields.checkIdentifier(id, field: path() + ".removed[\(i)]")
+            if seen.contains(id) { throw FieldError(field: path() + ".removed[\(i)]", reason: "\"\(id)\" is also listed in messages") }
         }
     }
 
@@ -297,9 +295,9 @@ extension ReadChange: BuiltInPayload {
         w.closeObject()
     }
 
-    func validate(at path: String) throws(FieldError) {
-        guard !ids.isEmpty else { throw FieldError(field: path + ".ids", reason: "must list at least one id") }
-        for (i, id) in ids.enumerated() { try JSONFields.checkIdentifier(id, field: path + ".ids[\(i)]") }
+    func validate(at path: @autoclosure () -> String) throws(FieldError) {
+        guard !ids.isEmpty else { throw FieldError(field: path() + ".ids", reason: "must list at least one id") }
+        for (i, id) in ids.enumerated() { try JSONFields.checkIdentifier(id, field: path() + ".ids[\(i)]") }
     }
 
     init(_ f: JSONFields) throws(FieldError) {
@@ -320,13 +318,13 @@ extension WidgetAction: BuiltInPayload {
         w.closeObject()
     }
 
-    func validate(at path: String) throws(FieldError) {
-        try JSONFields.checkIdentifier(actionID, field: path + ".actionID")
+    func validate(at path: @autoclosure () -> String) throws(FieldError) {
+        try JSONFields.checkIdentifier(actionID, field: path() + ".actionID")
         if kind == .markRead || kind == .openMessage, target?.isEmpty ?? true {
-            throw FieldError(field: path + ".target", reason: "required for kind \(kind.rawValue)")
+            throw FieldError(field: path() + ".target", reason: "required for kind \(kind.rawValue)")
         }
-        if kind == .custom, name?.isEmpty ?? true { throw FieldError(field: path + ".name", reason: "required for kind custom") }
-        if let payload { try EventJSON.checkEncodable(payload, field: path + ".payload") }
+        if kind == .custom, name?.isEmpty ?? true { throw FieldError(field: path() + ".name", reason: "required for kind custom") }
+        if let payload { try EventJSON.checkEncodable(payload, field: path() + ".payload") }
     }
 
     init(_ f: JSONFields) throws(FieldError) {
@@ -348,8 +346,8 @@ extension ActionCompletion: BuiltInPayload {
         w.closeObject()
     }
 
-    func validate(at path: String) throws(FieldError) {
-        try JSONFields.checkIdentifier(actionID, field: path + ".actionID")
+    func validate(at path: @autoclosure () -> String) throws(FieldError) {
+        try JSONFields.checkIdentifier(actionID, field: path() + ".actionID")
     }
 
     init(_ f: JSONFields) throws(FieldError) {
@@ -370,12 +368,12 @@ extension BadgeAdjustment: BuiltInPayload {
         w.closeObject()
     }
 
-    func validate(at path: String) throws(FieldError) {
+    func validate(at path: @autoclosure () -> String) throws(FieldError) {
         switch self {
         case .delta(let d):
-            guard (-DomainLimits.maxBadge...DomainLimits.maxBadge).contains(d) else { throw FieldError(field: path + ".delta", reason: "must be within ±\(DomainLimits.maxBadge)") }
+            guard (-DomainLimits.maxBadge...DomainLimits.maxBadge).contains(d) else { throw FieldError(field: path() + ".delta", reason: "must be within ±\(DomainLimits.maxBadge)") }
         case .set(let s):
-            guard (0...DomainLimits.maxBadge).contains(s) else { throw FieldError(field: path + ".set", reason: "must be 0…\(DomainLimits.maxBadge)") }
+            guard (0...DomainLimits.maxBadge).contains(s) else { throw FieldError(field: path() + ".set", reason: "must be 0…\(DomainLimits.maxBadge)") }
         }
     }
 

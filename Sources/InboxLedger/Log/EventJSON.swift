@@ -64,11 +64,11 @@ public enum EventJSON {
 
     /// Fails if `value` holds a number JSON cannot carry (NaN, ±infinity), which the parser
     /// never produces but a typed value can hold.
-    static func checkEncodable(_ value: JSONValue, field: String) throws(FieldError) {
+    static func checkEncodable(_ value: JSONValue, field: @autoclosure () -> String) throws(FieldError) {
         switch value {
-        case .number(let d) where !d.isFinite: throw FieldError(field: field, reason: "\(d) cannot be encoded as JSON")
-        case .array(let items): for (i, item) in items.enumerated() { try checkEncodable(item, field: field + "[\(i)]") }
-        case .object(let fields): for (k, item) in fields { try checkEncodable(item, field: field + "." + k) }
+        case .number(let d) where !d.isFinite: throw FieldError(field: field(), reason: "\(d) cannot be encoded as JSON")
+        case .array(let items): for (i, item) in items.enumerated() { try checkEncodable(item, field: field() + "[\(i)]") }
+        case .object(let fields): for (k, item) in fields { try checkEncodable(item, field: field() + "." + k) }
         case .null, .bool, .integer, .number, .string: break
         }
     }
