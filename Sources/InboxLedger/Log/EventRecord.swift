@@ -22,9 +22,10 @@ enum EventRecord {
     static let flagHasKey: UInt8 = 1
 
     static func encode(_ event: Event) -> [UInt8] {
-        let type = Array(event.type.utf8)
-        let role = Array(event.origin.role.utf8)
-        let key = event.key.map { Array($0.utf8) } ?? []
+        // The texts are written from their UTF-8 views: no intermediate arrays.
+        let type = event.type.utf8
+        let role = event.origin.role.utf8
+        let key = (event.key ?? "").utf8
         var w = ByteWriter(capacity: headerSize + type.count + role.count + key.count + event.payload.count + trailerSize)
         w.u8(version)
         w.u8(event.key == nil ? 0 : flagHasKey)
@@ -109,7 +110,7 @@ enum EventRecord {
         var at = headerSize
         func text(_ length: Int) -> String? {
             defer { at += length }
-            return String(validating: UnsafeRawBufferPointer(rebasing: bytes[at..<(at + length)]), as: UTF8.self)
+            return String(utf8: UnsafeRawBufferPointer(rebasing: bytes[at..<(at + length)]).assumingMemoryBound(to: UInt8.self))
         }
         guard let type = text(typeLength) else { return .failure(.invalidText("type")) }
         guard let role = text(roleLength) else { return .failure(.invalidText("origin role")) }
