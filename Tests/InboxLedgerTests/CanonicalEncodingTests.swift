@@ -140,6 +140,18 @@ import TestSupport
         #expect(a == b)
     }
 
+    /// The canonical writer formats dates digit by digit; it must give exactly the general
+    /// form's text (stored bytes and digests depend on it), for any instant.
+    @Test func datesAreWrittenExactlyAsTheGeneralForm() throws {
+        var rng = SeededGenerator(seed: 8601)
+        let edges: [Int64] = [0, -1, 1, 999_999, 1_000_000, -1_000_000, 253_402_300_799_999_999, 253_402_300_800_000_000, -62_167_219_200_000_000, -62_167_219_200_000_001]
+        for micros in edges + (0..<20_000).map({ _ in Int64.random(in: -100_000_000_000_000_000...400_000_000_000_000_000, using: &rng) }) {
+            let t = Timestamp(micros: micros)
+            #expect(t.iso8601 == t.generalISO8601, "\(micros)")
+            if t.iso8601.count <= 27, let back = Timestamp(iso8601: t.iso8601) { #expect(back == t, "\(t.iso8601)") }
+        }
+    }
+
     @Test func everyBuiltInTypeDecodesAsItselfNeverAsAnother() throws {
         #expect(DomainEvent.builtInTypes == Set(BuiltInEventType.allCases.map(\.rawValue)))
         var rng = SeededGenerator(seed: 9)

@@ -195,6 +195,14 @@ struct CanonicalWriter {
         needsComma = true
     }
 
+    mutating func timestamp(_ value: Timestamp) {
+        separate()
+        bytes.append(UInt8(ascii: "\""))
+        value.writeISO8601(to: &bytes)
+        bytes.append(UInt8(ascii: "\""))
+        needsComma = true
+    }
+
     mutating func strings(_ values: [String]) {
         openArray()
         for value in values { string(value) }
@@ -205,7 +213,7 @@ struct CanonicalWriter {
 extension InboxMessage: BuiltInPayload {
     func write(to w: inout CanonicalWriter) {
         w.openObject()
-        if let expiresAt { w.key("expiresAt"); w.string(expiresAt.iso8601) }
+        if let expiresAt { w.key("expiresAt"); w.timestamp(expiresAt) }
         if let extras {
             w.key("extras")
             w.openObject()
@@ -215,7 +223,7 @@ extension InboxMessage: BuiltInPayload {
         if let iconURL { w.key("iconURL"); w.string(iconURL) }
         w.key("id"); w.string(id)
         if let read { w.key("read"); w.bool(read) }
-        w.key("sentAt"); w.string(sentAt.iso8601)
+        w.key("sentAt"); w.timestamp(sentAt)
         if let subheading { w.key("subheading"); w.string(subheading) }
         w.key("title"); w.string(title)
         w.closeObject()

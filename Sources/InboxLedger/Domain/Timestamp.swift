@@ -73,6 +73,48 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
 
     /// `2026-11-22T08:00:00Z`, with `.ffffff` when there are microseconds.
     public var iso8601: String {
+        var bytes: [UInt8] = []
+        writeISO8601(to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends ``iso8601``'s text to `out` (the canonical writer's path: digits written in
+    /// place for years 0–9999, the general form otherwise).
+    func writeISO8601(to out: inout [UInt8]) {
+        let seconds = micros >= 0 ? micros / 1_000_000 : (micros - 999_999) / 1_000_000
+        let fraction = Int(micros - seconds * 1_000_000)
+        let days = Int(seconds >= 0 ? seconds / 86400 : (seconds - 86399) / 86400)
+        let secondOfDay = Int(seconds) - days * 86400
+        let (y, m, d) = Timestamp.civilFromDays(days)
+        guard (0...9999).contains(y) else {
+            out.append(contentsOf: generalISO8601.utf8)
+            return
+        }
+        func digits(_ v: Int, _ n: Int) {
+            var divisor = 1
+            for _ in 1..<n { divisor *= 10 }
+            var rest = v
+            for _ in 0..<n {
+                out.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+                rest %= divisor
+                divisor /= 10
+            }
+        }
+        digits(y, 4); out.append(UInt8(ascii: "-")); digits(m, 2); out.append(UInt8(ascii: "-")); digits(d, 2)
+        out.append(UInt8(ascii: "T"))
+        digits(secondOfDay / 3600, 2); out.append(UInt8(ascii: ":")); digits(secondOfDay / 60 % 60, 2)
+        out.append(UInt8(ascii: ":")); digits(secondOfDay % 60, 2)
+        if fraction != 0 {
+            var f = fraction, width = 6
+            while f % 10 == 0 { f /= 10; width -= 1 }
+            out.append(UInt8(ascii: "."))
+            digits(f, width)
+        }
+        out.append(UInt8(ascii: "Z"))
+    }
+
+    /// The text for any year (padding with zeros to four digits, as ISO 8601's basic form).
+    var generalISO8601: String {
         let seconds = micros >= 0 ? micros / 1_000_000 : (micros - 999_999) / 1_000_000
         let fraction = Int(micros - seconds * 1_000_000)
         let days = Int(seconds >= 0 ? seconds / 86400 : (seconds - 86399) / 86400)
