@@ -21,10 +21,10 @@ import TestSupport
             let system = try #require(row["system"] as? String)
             seen[workload, default: []].insert(system)
             #expect((row["repetitions"] as? Int ?? 0) >= 1)
-            let numbers = ["opsPerSecond", "p50Micros", "p99Micros", "peakRSSBytes", "cpuPercent", "seconds"].compactMap { row[$0] as? Double }
+            let numbers = ["opsPerSecond", "p50Micros", "p99Micros", "peakRSSBytes", "cpuPercent", "seconds", "writtenBytesPerOp"].compactMap { row[$0] as? Double }
             #expect(!numbers.isEmpty, "\(workload) \(system) measured nothing")
             #expect(numbers.allSatisfy { $0.isFinite && $0 >= 0 }, "\(row)")
-            let allowed: Set<String> = ["workload", "system", "opsPerSecond", "p50Micros", "p99Micros", "peakRSSBytes", "cpuPercent", "seconds", "repetitions"]
+            let allowed: Set<String> = ["workload", "system", "opsPerSecond", "p50Micros", "p99Micros", "peakRSSBytes", "cpuPercent", "seconds", "writtenBytesPerOp", "repetitions"]
             #expect(Set(row.keys).isSubset(of: allowed), "\(row.keys)")
         }
         let writers: Set<String> = ["ledger", "ledger-json", "lmdb-same-job", "lmdb", "sqlite-full", "sqlite-normal", "rewrite"]

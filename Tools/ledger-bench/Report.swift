@@ -14,6 +14,8 @@ struct Measurement: Codable {
     var cpuPercent: Double?
     /// W7 only: seconds the compaction took.
     var seconds: Double?
+    /// W2-1 only: bytes written per commit (/proc/self/io `wchar`; 4,096 a page).
+    var writtenBytesPerOp: Double?
     var repetitions: Int
 
     init(workload: Workload, system: SystemKind, observations: [Observation]) {
@@ -31,6 +33,7 @@ struct Measurement: Codable {
         peakRSSBytes = observations.compactMap(\.peakRSSBytes).max()
         cpuPercent = median(observations.compactMap(\.cpuPercent))
         seconds = median(observations.compactMap(\.seconds))
+        writtenBytesPerOp = median(observations.compactMap(\.writtenBytesPerOp))
     }
 
     /// How many times the ledger's speed this is: throughput over the ledger's, or for
@@ -66,7 +69,7 @@ func table(_ workload: Workload, _ rows: [Measurement]) -> String {
         return right ? gap + s : s + gap
     }
     var out = "\(workload.id)  \(workload.title)\n"
-    let extra = workload.id == "W8" ? "idle CPU" : workload.id == "W7" ? "seconds" : "peak RSS"
+    let extra = workload.id == "W8" ? "idle CPU" : workload.id == "W7" ? "seconds" : workload.id == "W2-1" ? "pages/op" : "peak RSS"
     out += pad("system", 20, right: false) + pad("ops/s", 12) + pad("p50", 11) + pad("p99", 11) + pad(extra, 11) + pad("vs ledger", 12) + "\n"
     let ledger = rows.first { $0.system == SystemKind.ledger.rawValue }
     for row in rows {
@@ -78,6 +81,8 @@ func table(_ workload: Workload, _ rows: [Measurement]) -> String {
             line += pad(String(format: "%.2f %%", cpu), 11)
         } else if let seconds = row.seconds {
             line += pad(String(format: "%.2f s", seconds), 11)
+        } else if let written = row.writtenBytesPerOp {
+            line += pad(String(format: "%.1f", written / 4096), 11)
         } else {
             line += pad(row.peakRSSBytes.map { String(format: "%.1f MiB", Double($0) / 1_048_576) } ?? "—", 11)
         }

@@ -27,6 +27,19 @@ struct Observation {
     var peakRSSBytes: Int?
     var cpuPercent: Double?
     var seconds: Double?
+    /// W2-1: bytes the process handed to write(2)/pwrite(2) per operation (`wchar` of
+    /// /proc/self/io): the pages a single-event commit writes, log and meta page included.
+    var writtenBytesPerOp: Double?
+}
+
+/// Bytes this process has passed to write-like system calls (`wchar` in /proc/self/io), or nil
+/// where there is no such file.
+func processWrittenBytes() -> Double? {
+    guard let text = try? String(contentsOfFile: "/proc/self/io", encoding: .utf8) else { return nil }
+    for line in text.split(separator: "\n") where line.hasPrefix("wchar:") {
+        return Double(line.dropFirst(6).trimmingCharacters(in: .whitespaces))
+    }
+    return nil
 }
 
 struct Workload {
@@ -99,8 +112,12 @@ final class Bench {
             let deltas = Inbox.deltas(rep * n..<(rep + 1) * n)
             try store.appendOne(deltas[0])  // warm-up
             var latencies: [Double] = []
+            let writtenBefore = processWrittenBytes()
             for delta in deltas.dropFirst() { latencies.append(try timeMicros { try store.appendOne(delta) }) }
-            return Observation(opsPerSecond: Double(latencies.count) / (latencies.reduce(0, +) / 1e6), latencies: latencies)
+            var written: Double?
+            if let before = writtenBefore, let after = processWrittenBytes() { written = (after - before) / Double(latencies.count) }
+            return Observation(opsPerSecond: Double(latencies.count) / (latencies.reduce(0, +) / 1e6), latencies: latencies,
+                               writtenBytesPerOp: written)
         }
     }
 
