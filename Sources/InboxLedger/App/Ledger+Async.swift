@@ -74,13 +74,6 @@ extension Ledger {
         try await readWorker.run { [self] () throws(LedgerError) in try events(after: sequence, limit: limit) }
     }
 
-    static func first(of receipt: AppendReceipt, path: String) throws(LedgerError) -> UInt64 {
-        guard let first = receipt.sequences.first else {
-            throw .unexpected(path: path, operation: "append", reason: "the commit assigned no sequence")
-        }
-        return first
-    }
-
     /// Hands the request to the commit queue's leader thread and waits for its outcome without
     /// blocking a thread.
     func submitAsync(_ prepared: [PreparedEvent], cursor: CursorCommit?, expectedHead: UInt64? = nil) async throws -> AppendReceipt {

@@ -130,9 +130,9 @@ extension Ledger {
         return prepared
     }
 
-    /// The typed path: each event is validated on its own fields (the JSON value its payload
-    /// encodes to, never parsed from bytes) and encoded once into the canonical bytes that are
-    /// stored — the same bytes, and so the same idempotency digest, as the JSON path gives.
+    /// The typed path: each event is checked by its payload's rules on its own fields (never
+    /// parsed from bytes) and written once, by its payload's encoder, into the canonical bytes
+    /// that are stored — the same bytes, and so the same idempotency digest, as the JSON path.
     func prepare(domain events: [(event: DomainEvent, key: String?)]) throws(LedgerError) -> [PreparedEvent] {
         let roleBytes = origin.role.utf8.count
         var prepared: [PreparedEvent] = []
@@ -151,6 +151,14 @@ extension Ledger {
             prepared.append(PreparedEvent(type: type, key: key, payload: payload, digest: ContentDigest.of(type: type, payload: payload), domain: domain))
         }
         return prepared
+    }
+
+    /// The sequence of a one-event append.
+    static func first(of receipt: AppendReceipt, path: String) throws(LedgerError) -> UInt64 {
+        guard let first = receipt.sequences.first else {
+            throw .unexpected(path: path, operation: "append", reason: "the commit assigned no sequence")
+        }
+        return first
     }
 
     /// The envelope's limits: type name, idempotency key, encoded size.
