@@ -205,7 +205,8 @@ extension Ledger {
     }
 
     private func write(_ batch: [CommitRequest], in txn: Transaction) throws -> [Result<AppendReceipt, LedgerError>] {
-        var head = try headSequence(in: txn)
+        let startHead = try headSequence(in: txn)
+        var head = startHead
         let now = options.clock.now().micros
         let projector = try Projector(store: schema.store(txn))
         var counts = EventCounts()
@@ -260,7 +261,9 @@ extension Ledger {
             outcomes.append(.success(receipt))
         }
         try projector.finish()
-        try txn.writeUInt64(schema.meta, Schema.MetaKey.head, head)
+        // A commit that appended nothing (a consumer's cursor move, a heartbeat, only retries)
+        // leaves `meta` alone: one page fewer to write and sync.
+        if head != startHead { try txn.writeUInt64(schema.meta, Schema.MetaKey.head, head) }
         try counts.apply(to: schema.counters, in: txn)
         return outcomes
     }
