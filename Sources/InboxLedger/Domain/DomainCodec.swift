@@ -142,25 +142,19 @@ struct CanonicalWriter {
         if needsComma { bytes.append(UInt8(ascii: ",")) }
     }
 
-    mutating func openObject() {
+    mutating func openObject() { open(UInt8(ascii: "{")) }
+    mutating func closeObject() { close(UInt8(ascii: "}")) }
+    mutating func openArray() { open(UInt8(ascii: "[")) }
+    mutating func closeArray() { close(UInt8(ascii: "]")) }
+
+    private mutating func open(_ bracket: UInt8) {
         separate()
-        bytes.append(UInt8(ascii: "{"))
+        bytes.append(bracket)
         needsComma = false
     }
 
-    mutating func closeObject() {
-        bytes.append(UInt8(ascii: "}"))
-        needsComma = true
-    }
-
-    mutating func openArray() {
-        separate()
-        bytes.append(UInt8(ascii: "["))
-        needsComma = false
-    }
-
-    mutating func closeArray() {
-        bytes.append(UInt8(ascii: "]"))
+    private mutating func close(_ bracket: UInt8) {
+        bytes.append(bracket)
         needsComma = true
     }
 
