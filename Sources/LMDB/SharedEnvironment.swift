@@ -308,22 +308,17 @@ final class SharedEnvironment: @unchecked Sendable {
     func setDurability(_ durability: Durability) throws(LMDBError) {
         try ensureOpen()
         try gate.withExclusive { () throws(LMDBError) in
-            try currentDurability.withLock { (current: inout Durability) throws(LMDBError) in
-                guard current != durability else { return }
-                if let opened = handle {  // closed: the next open uses `current`
-                    let all = Durability.durable.flags.union(Durability.singleSync.flags).union(Durability.none.flags)
-                    try check(mdb_env_set_flags(opened.env, UInt32(all.rawValue), 0))
-                    if !durability.flags.isEmpty {
-                        try check(mdb_env_set_flags(opened.env, UInt32(durability.flags.rawValue), 1))
-                    }
-                }
-                current = durability
+            guard let opened = handle else {  // closed: the next open uses `currentDurability`
+                currentDurability.withLock { $0 = durability }
+                return
             }
+            try applyDurability(durability, opened)
         }
     }
 
-    /// Sets the sync flags of `durability` on the open environment, for the write transaction
-    /// the caller holds (LMDB 0.9 has no per-transaction sync flags: `mdb_txn_begin` ignores them).
+    /// Sets the sync flags of `durability` on the open environment: for the write transaction
+    /// the caller holds (LMDB 0.9 has no per-transaction sync flags: `mdb_txn_begin` ignores
+    /// them), or with every transaction excluded (``setDurability(_:)``).
     private func applyDurability(_ durability: Durability, _ opened: OpenHandle) throws(LMDBError) {
         try currentDurability.withLock { (current: inout Durability) throws(LMDBError) in
             guard current != durability else { return }

@@ -132,6 +132,18 @@ import TestSupport
         #expect(try upgraded.append(NoteAdded(noteID: "n1", text: "Groceries: milk"), key: "n1") == first)
         #expect(try upgraded.verify().isHealthy)
 
+        // An upcaster whose result has no JSON form (a NaN deep inside) fails the read, naming
+        // the event, instead of storing null in its place.
+        var nonFinite = LedgerOptions(role: "nan")
+        nonFinite.upcasters = [EventUpcaster(eventType: NoteAdded.eventType, fromVersion: 1) { _ in .object(["x": .array([.number(.nan)])]) }]
+        do {
+            _ = try Ledger(path: path, options: nonFinite).events(after: 0)
+            Issue.record("a NaN from an upcaster was accepted")
+        } catch {
+            guard case .eventDecoding(first, _, "data", let reason) = error else { Issue.record("\(error)"); return }
+            #expect(reason.contains("cannot be encoded"))
+        }
+
         // An upcaster that fails names the event.
         var failing = LedgerOptions(role: "broken")
         failing.upcasters = [EventUpcaster(eventType: NoteAdded.eventType, fromVersion: 1) { _ in throw CocoaError(.coderReadCorrupt) }]

@@ -165,24 +165,12 @@ struct CanonicalWriter {
         needsComma = false
     }
 
-    mutating func string(_ value: String) {
-        separate()
-        EventJSON.writeString(value, to: &bytes)
-        needsComma = true
-    }
+    mutating func string(_ value: String) { self.value(.string(value)) }
+    mutating func bool(_ value: Bool) { self.value(.bool(value)) }
+    mutating func integer(_ value: Int64) { self.value(.integer(value)) }
 
-    mutating func bool(_ value: Bool) {
-        separate()
-        bytes.append(contentsOf: (value ? "true" : "false").utf8)
-        needsComma = true
-    }
-
-    mutating func integer(_ value: Int64) {
-        separate()
-        bytes.append(contentsOf: String(value).utf8)
-        needsComma = true
-    }
-
+    /// Any value, written by the canonical writer of ``JSONValue`` (the one formatting of
+    /// strings and numbers).
     mutating func value(_ value: JSONValue) {
         separate()
         EventJSON.write(value, to: &bytes)

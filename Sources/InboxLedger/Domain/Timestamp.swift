@@ -78,18 +78,13 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// Appends ``iso8601``'s text to `out` (the canonical writer's path: digits written in
-    /// place for years 0–9999, the general form otherwise).
+    /// Appends ``iso8601``'s text to `out`, digit by digit (the canonical writer's path).
     func writeISO8601(to out: inout [UInt8]) {
         let seconds = micros >= 0 ? micros / 1_000_000 : (micros - 999_999) / 1_000_000
         let fraction = Int(micros - seconds * 1_000_000)
         let days = Int(seconds >= 0 ? seconds / 86400 : (seconds - 86399) / 86400)
         let secondOfDay = Int(seconds) - days * 86400
         let (y, m, d) = Timestamp.civilFromDays(days)
-        guard (0...9999).contains(y) else {
-            out.append(contentsOf: generalISO8601.utf8)
-            return
-        }
         func digits(_ v: Int, _ n: Int) {
             var divisor = 1
             for _ in 1..<n { divisor *= 10 }
@@ -100,7 +95,16 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
                 divisor /= 10
             }
         }
-        digits(y, 4); out.append(UInt8(ascii: "-")); digits(m, 2); out.append(UInt8(ascii: "-")); digits(d, 2)
+        if (0...9999).contains(y) {
+            digits(y, 4)
+        } else {
+            // Years outside 0–9999 (never parsed back; kept as they were always written):
+            // the decimal number, zero-padded on the left to four characters.
+            let text = String(y)
+            out.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: max(0, 4 - text.utf8.count)))
+            out.append(contentsOf: text.utf8)
+        }
+        out.append(UInt8(ascii: "-")); digits(m, 2); out.append(UInt8(ascii: "-")); digits(d, 2)
         out.append(UInt8(ascii: "T"))
         digits(secondOfDay / 3600, 2); out.append(UInt8(ascii: ":")); digits(secondOfDay / 60 % 60, 2)
         out.append(UInt8(ascii: ":")); digits(secondOfDay % 60, 2)
@@ -111,26 +115,6 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
             digits(f, width)
         }
         out.append(UInt8(ascii: "Z"))
-    }
-
-    /// The text for any year (padding with zeros to four digits, as ISO 8601's basic form).
-    var generalISO8601: String {
-        let seconds = micros >= 0 ? micros / 1_000_000 : (micros - 999_999) / 1_000_000
-        let fraction = Int(micros - seconds * 1_000_000)
-        let days = Int(seconds >= 0 ? seconds / 86400 : (seconds - 86399) / 86400)
-        let secondOfDay = Int(seconds) - days * 86400
-        let (y, m, d) = Timestamp.civilFromDays(days)
-        func pad(_ v: Int, _ n: Int) -> String {
-            let s = String(v)
-            return String(repeating: "0", count: max(0, n - s.count)) + s
-        }
-        var text = "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2))"
-        if fraction != 0 {
-            var f = pad(fraction, 6)
-            while f.hasSuffix("0") { f.removeLast() }
-            text += "." + f
-        }
-        return text + "Z"
     }
 
     /// The ISO 8601 form.

@@ -54,10 +54,11 @@ public enum EventJSON {
         }
     }
 
-    /// Canonical JSON bytes of a ``JSONValue``.
+    /// Canonical JSON bytes of a ``JSONValue`` an app built (an upcaster's result): refused if a
+    /// number anywhere in it has no JSON form, instead of being written as `null`.
     static func encodeCanonical(_ value: JSONValue) throws(LedgerError) -> [UInt8] {
-        if case .number(let d) = value, !d.isFinite {
-            throw .invalidEvent(index: 0, field: "data", reason: "cannot be encoded as JSON")
+        do { try checkEncodable(value, field: "data") } catch {
+            throw .invalidEvent(index: 0, field: error.field, reason: error.reason)
         }
         return canonicalBytes(value)
     }

@@ -69,7 +69,8 @@ final class Projector<Store: ProjectionStore> {
             }
             let record = ActionRecord(
                 actionID: action.actionID, kind: action.kind, target: action.target, name: action.name,
-                payload: try action.payload.map { try EventJSON.encodeCanonical($0) } ?? [],
+                // Checked when the event was appended (or parsed from JSON): no non-finite number.
+                payload: action.payload.map(EventJSON.canonicalBytes) ?? [],
                 role: event.origin.role, recordedAt: event.timestampMicros)
             try store.put(.actions, SequenceKey.encode(event.sequence), record.encode())
             try store.put(.actionIDs, idKey, ActionStatus(sequence: event.sequence, state: .pending, completedAt: 0).encode())
