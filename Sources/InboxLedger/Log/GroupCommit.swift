@@ -55,15 +55,12 @@ final class CommitQueue: Sendable {
         /// How the async leader commits (the last async submitter's handle), held only while
         /// async requests wait, and whether its thread runs.
         var asyncCommit: Commit?
-        var asyncLeaderRunning = false
         /// Async requests no leader has taken yet (the ones a cancellation can still remove).
         var asyncPendingCount: Int { pending.reduce(0) { $0 + ($1.completion == nil ? 0 : 1) } }
     }
 
     /// How often a leader clears reader slots of dead processes (docs/lmdb.md rule 4).
     static let readerCheckInterval = 30.0
-    /// How long the async leader thread outlives its last request.
-    static let asyncLeaderLingerSeconds = 1.0
 
     /// Whether the reader table is due for a check; resets the clock when it is.
     func readerCheckDue() -> Bool {
@@ -77,6 +74,8 @@ final class CommitQueue: Sendable {
 
     private let state = Mutex(State())
     private let wakeup = Condition()
+    /// Leads the commits of async requests (a blocking caller may lead them too).
+    private let asyncLeader = OffPoolWorker()
 
     /// Takes the next batch (up to `maxEvents` events, at least one request) if no leader is
     /// active, making the caller the leader.
@@ -138,18 +137,13 @@ final class CommitQueue: Sendable {
     /// once; `completion` gets the outcome. The commit runs on this queue's leader thread (or
     /// on a blocking caller's, which takes it into its group), never on the caller's.
     func submitAsync(_ request: CommitRequest, maxEvents: Int, commit: @escaping Commit, completion: @escaping Completion) -> UInt64 {
-        let (ticket, startLeader) = state.withLock { s -> (UInt64, Bool) in
+        let ticket = state.withLock { s -> UInt64 in
             s.nextTicket += 1
             s.pending.append(Pending(ticket: s.nextTicket, request: request, completion: completion))
             s.asyncCommit = commit
-            defer { s.asyncLeaderRunning = true }
-            return (s.nextTicket, !s.asyncLeaderRunning)
+            return s.nextTicket
         }
-        if startLeader {
-            detachThread { self.leadAsyncRequests(maxEvents: maxEvents) }
-        } else {
-            wakeup.broadcast()
-        }
+        asyncLeader.post { self.leadAsyncRequests(maxEvents: maxEvents) }
         return ticket
     }
 
@@ -163,19 +157,15 @@ final class CommitQueue: Sendable {
         completion?(.failure(CancellationError()))
     }
 
-    /// The async leader thread: leads a commit whenever async requests wait and no other leader
-    /// is active; exits after ``asyncLeaderLingerSeconds`` without any.
+    /// A job of the async leader: leads commits while async requests wait, waiting for any
+    /// other leader to finish first. Jobs posted while one runs find nothing left and return.
     private func leadAsyncRequests(maxEvents: Int) {
-        var idleSince = monotonicSeconds()
         while true {
             let next = state.withLock { s -> (batch: [Pending], commit: Commit)?? in
                 guard s.asyncPendingCount > 0 else {
-                    if monotonicSeconds() - idleSince >= Self.asyncLeaderLingerSeconds {
-                        s.asyncLeaderRunning = false
-                        s.asyncCommit = nil
-                        return .some(nil)
-                    }
-                    return nil
+                    // Do not keep the submitter's handle (and so its files) alive while nothing waits.
+                    s.asyncCommit = nil
+                    return .some(nil)
                 }
                 guard let commit = s.asyncCommit, let batch = Self.takeBatch(&s, maxEvents: maxEvents) else { return nil }
                 return .some((batch, commit))
@@ -185,15 +175,9 @@ final class CommitQueue: Sendable {
                 return
             case .some(let work?):
                 lead(work.batch, commit: work.commit)
-                idleSince = monotonicSeconds()
-                // Do not keep the submitter's handle (and so its files) alive while nothing waits.
-                state.withLock { s in if s.asyncPendingCount == 0 { s.asyncCommit = nil } }
             case .none:
-                // Another leader is active, or nothing waits: sleep until a broadcast (a leader
-                // finished, a request arrived) or the linger period passes.
-                wakeup.wait(timeoutSeconds: Self.asyncLeaderLingerSeconds) {
-                    self.state.withLock { s in (s.asyncPendingCount > 0 && !s.leaderActive) }
-                }
+                // Another leader is active: sleep until it finishes (it broadcasts).
+                wakeup.wait { self.state.withLock { s in s.asyncPendingCount == 0 || !s.leaderActive } }
             }
         }
     }

@@ -1,9 +1,9 @@
 import LMDB
 import Synchronization
 
-/// A dedicated thread that runs blocking ledger calls for async callers, so that they never
-/// block a thread of Swift's cooperative pool (one per environment for reads; appends go
-/// through the commit queue's own leader thread). Jobs run in order; the thread exits after
+/// A dedicated thread that runs blocking ledger work, so that async callers never block a
+/// thread of Swift's cooperative pool: one per environment for async reads, one per commit
+/// queue to lead the async appends' commits. Jobs run in order; the thread exits after
 /// ``lingerSeconds`` without work and is started again by the next job.
 final class OffPoolWorker: Sendable {
     private struct Job {
@@ -36,17 +36,7 @@ final class OffPoolWorker: Sendable {
                     id: id,
                     run: { continuation.resume(with: Result { () throws(LedgerError) -> T in try body() }.mapError { $0 as any Error }) },
                     cancelled: { continuation.resume(throwing: CancellationError()) })
-                let start = state.withLock { s -> Bool? in
-                    if Task.isCancelled { return nil }
-                    s.jobs.append(job)
-                    defer { s.running = true }
-                    return !s.running
-                }
-                switch start {
-                case nil: job.cancelled()
-                case true?: detachThread { self.work() }
-                case false?: wakeup.broadcast()
-                }
+                if !enqueue(job, unless: { Task.isCancelled }) { job.cancelled() }
             }
         } onCancel: {
             let job = state.withLock { s -> Job? in
@@ -55,6 +45,31 @@ final class OffPoolWorker: Sendable {
             }
             job?.cancelled()
         }
+    }
+
+    /// Runs `work` on the thread, after the jobs queued before it.
+    func post(_ work: @escaping @Sendable () -> Void) {
+        let id = state.withLock { s in
+            s.nextID += 1
+            return s.nextID
+        }
+        _ = enqueue(Job(id: id, run: work, cancelled: {}), unless: { false })
+    }
+
+    /// Queues `job` (unless `refused()`, checked under the lock) and starts or wakes the thread.
+    private func enqueue(_ job: Job, unless refused: () -> Bool) -> Bool {
+        let start = state.withLock { s -> Bool? in
+            if refused() { return nil }
+            s.jobs.append(job)
+            defer { s.running = true }
+            return !s.running
+        }
+        switch start {
+        case nil: return false
+        case true?: detachThread { self.work() }
+        case false?: wakeup.broadcast()
+        }
+        return true
     }
 
     private func work() {
