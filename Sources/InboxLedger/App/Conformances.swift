@@ -68,10 +68,24 @@ extension BuiltInPayload {
     /// Decodes and validates the payload as the ledger does (the same rules and field paths as
     /// an append): a `Decodable` that never yields a value the ledger would refuse.
     public init(from decoder: any Decoder) throws {
+        // Through the canonical bytes of what the decoder holds: the append's own decoder.
         let value = try JSONValue(from: decoder)
-        do { try self.init(JSONFields(value, path: "data")) } catch {
-            throw DecodingError.dataCorrupted(DecodingError.Context(
-                codingPath: decoder.codingPath, debugDescription: "\(error.field): \(error.reason)"))
+        func corrupted(_ field: String, _ reason: String) -> DecodingError {
+            DecodingError.dataCorrupted(DecodingError.Context(codingPath: decoder.codingPath, debugDescription: "\(field): \(reason)"))
+        }
+        let decoded: Result<Self, FieldError>
+        do {
+            let bytes = try EventJSON.encodeCanonical(value)
+            decoded = try PayloadReader.read(bytes) { (r: inout PayloadReader) throws(JSONParser.Failure) in try Self.read(&r, depth: 0, path: "data") }
+        } catch let error as LedgerError {
+            guard case .invalidEvent(_, let field, let reason) = error else { throw error }
+            throw corrupted(field, reason)
+        } catch let error as JSONParser.Failure {
+            throw corrupted("data", error.message)
+        }
+        switch decoded {
+        case .success(let payload): self = payload
+        case .failure(let error): throw corrupted(error.field, error.reason)
         }
     }
 }

@@ -5,116 +5,27 @@ struct FieldError: Error {
     var reason: String
 }
 
-/// A JSON object being validated, with its path for error messages.
-struct JSONFields {
-    let fields: [String: JSONValue]
-    let path: String
-
-    init(_ value: JSONValue, path: String) throws(FieldError) {
-        guard case .object(let fields) = value else { throw FieldError(field: path, reason: "must be an object") }
-        self.fields = fields
-        self.path = path
-    }
-
-    func at(_ key: String) -> String { path + "." + key }
-
-    /// The value of `key`, or nil when absent or null.
-    func optional(_ key: String) -> JSONValue? {
-        switch fields[key] {
-        case nil, .null?: nil
-        case let value?: value
-        }
-    }
-
-    func required(_ key: String, _ kind: String) throws(FieldError) -> JSONValue {
-        switch fields[key] {
-        case nil: throw FieldError(field: at(key), reason: "missing")
-        case .null?: throw FieldError(field: at(key), reason: "must be \(kind), not null")
-        case let value?: return value
-        }
-    }
-
-    func string(_ key: String) throws(FieldError) -> String {
-        guard case .string(let s) = try required(key, "a string") else { throw FieldError(field: at(key), reason: "must be a string") }
-        return s
-    }
-
-    func optionalString(_ key: String) throws(FieldError) -> String? {
-        guard let value = optional(key) else { return nil }
-        guard case .string(let s) = value else { throw FieldError(field: at(key), reason: "must be a string") }
-        return s
-    }
-
-    func bool(_ key: String) throws(FieldError) -> Bool {
-        guard case .bool(let b) = try required(key, "true or false") else { throw FieldError(field: at(key), reason: "must be true or false") }
-        return b
-    }
-
-    func optionalBool(_ key: String) throws(FieldError) -> Bool? {
-        guard let value = optional(key) else { return nil }
-        guard case .bool(let b) = value else { throw FieldError(field: at(key), reason: "must be true or false") }
-        return b
-    }
-
-    /// An integer (a number with no fractional part is accepted).
-    func optionalInteger(_ key: String) throws(FieldError) -> Int64? {
-        switch optional(key) {
-        case nil: return nil
-        case .integer(let i)?: return i
-        case .number(let d)? where d.rounded() == d && abs(d) <= 9_007_199_254_740_992: return Int64(d)
-        default: throw FieldError(field: at(key), reason: "must be an integer")
-        }
-    }
-
+extension FieldError {
+    /// An id (message, action): 1–200 bytes.
     static func checkIdentifier(_ s: String, field: @autoclosure () -> String) throws(FieldError) {
         guard !s.isEmpty, s.utf8.count <= DomainLimits.maxIdentifierBytes else {
             throw FieldError(field: field(), reason: "must be 1–\(DomainLimits.maxIdentifierBytes) bytes")
         }
     }
-
-    func date(_ key: String) throws(FieldError) -> Timestamp {
-        let text = try string(key)
-        guard let t = Timestamp(iso8601: text) else { throw FieldError(field: at(key), reason: "not an ISO 8601 date: \"\(text)\"") }
-        return t
-    }
-
-    func optionalDate(_ key: String) throws(FieldError) -> Timestamp? {
-        guard optional(key) != nil else { return nil }
-        return try date(key)
-    }
-
-    func choice<T: RawRepresentable>(_ key: String, _ type: T.Type) throws(FieldError) -> T where T.RawValue == String {
-        guard let value = T(rawValue: try string(key)) else { throw FieldError(field: at(key), reason: "not one of the allowed values") }
-        return value
-    }
-
-    func array(_ key: String, optional: Bool = false) throws(FieldError) -> [(value: JSONValue, path: String)]? {
-        if optional, self.optional(key) == nil { return nil }
-        guard case .array(let items) = try required(key, "an array") else { throw FieldError(field: at(key), reason: "must be an array") }
-        return items.enumerated().map { (value: $0.element, path: at(key) + "[\($0.offset)]") }
-    }
-
-    func strings(_ key: String, optional: Bool = false) throws(FieldError) -> [String]? {
-        guard let items = try array(key, optional: optional) else { return nil }
-        var out: [String] = []
-        out.reserveCapacity(items.count)
-        for item in items {
-            guard case .string(let s) = item.value else { throw FieldError(field: item.path, reason: "must be a string") }
-            out.append(s)
-        }
-        return out
-    }
 }
 
 // MARK: - Per payload: one decoder (`init(_:)`), one set of rules (`validate`), one encoder (`write`)
 
-/// A built-in event payload. JSON input is read into typed fields by `init(_:)` (types and
-/// presence), then checked by `validate(at:)` — the one place of the domain's rules, which a
+/// A built-in event payload. JSON input is decoded straight into typed fields by
+/// `read(_:depth:path:)` (a ``PayloadReader``: types and presence, in the order the fields are
+/// checked), then checked by `validate(at:)` — the one place of the domain's rules, which a
 /// typed value an app built goes through too; `write(to:)` is the one encoder, writing the
 /// canonical bytes the ledger stores directly (keys in their sorted order, no intermediate
 /// `JSONValue`). Its `Encodable` conformance encodes those bytes.
 protocol BuiltInPayload: Encodable {
-    init(_ fields: JSONFields) throws(FieldError)
+    /// Decodes the value at the reader (at `depth`) into the payload: a syntax error is thrown,
+    /// a field error returned (``Found``). `path` names the value in errors (`data`).
+    static func read(_ reader: inout PayloadReader, depth: Int, path: @autoclosure () -> String) throws(JSONParser.Failure) -> Result<Self, FieldError>
     func validate(at path: @autoclosure () -> String) throws(FieldError)
     func write(to writer: inout CanonicalWriter)
 }
@@ -212,29 +123,41 @@ extension InboxMessage: BuiltInPayload {
     }
 
     func validate(at path: @autoclosure () -> String) throws(FieldError) {
-        try JSONFields.checkIdentifier(id, field: path() + ".id")
+        try FieldError.checkIdentifier(id, field: path() + ".id")
     }
 
-    init(_ f: JSONFields) throws(FieldError) {
-        id = try f.string("id")
-        title = try f.string("title")
-        subheading = try f.optionalString("subheading")
-        iconURL = try f.optionalString("iconURL")
-        sentAt = try f.date("sentAt")
-        expiresAt = try f.optionalDate("expiresAt")
-        read = try f.optionalBool("read")
-        if let extras = f.optional("extras") {
-            guard case .object(let map) = extras else { throw FieldError(field: f.at("extras"), reason: "must be an object of strings") }
-            var strings: [String: String] = [:]
-            for (k, v) in map {
-                guard case .string(let s) = v else { throw FieldError(field: f.at("extras"), reason: "must be an object of strings") }
-                strings[k] = s
+    enum Field: String, CaseIterable, Sendable { case id, title, subheading, iconURL, sentAt, expiresAt, read, extras }
+    static let fields = KnownKeys<Field>()
+
+    static func read(_ r: inout PayloadReader, depth: Int, path: @autoclosure () -> String) throws(JSONParser.Failure) -> Result<InboxMessage, FieldError> {
+        var id = Found<String>.absent, title = Found<String>.absent, subheading = Found<String>.absent, iconURL = Found<String>.absent
+        var sentAt = Found<Timestamp>.absent, expiresAt = Found<Timestamp>.absent, read = Found<Bool>.absent
+        var extras = Found<[String: String]>.absent
+        let d = depth + 1
+        guard try r.members(depth: depth, keys: fields, { (r: inout PayloadReader, member: Member<Field>) throws(JSONParser.Failure) in
+            switch member {
+            case .known(.id): id = try r.string(depth: d, field: path() + ".id")
+            case .known(.title): title = try r.string(depth: d, field: path() + ".title")
+            case .known(.subheading): subheading = try r.string(depth: d, field: path() + ".subheading")
+            case .known(.iconURL): iconURL = try r.string(depth: d, field: path() + ".iconURL")
+            case .known(.sentAt): sentAt = try r.date(depth: d, field: path() + ".sentAt")
+            case .known(.expiresAt): expiresAt = try r.date(depth: d, field: path() + ".expiresAt")
+            case .known(.read): read = try r.bool(depth: d, field: path() + ".read")
+            case .known(.extras): extras = try r.stringMap(depth: d, field: path() + ".extras")
+            case .other: try r.skip(depth: d)
             }
-            self.extras = strings
-        } else {
-            self.extras = nil
+        }) else { return .failure(FieldError(field: path(), reason: "must be an object")) }
+        do {
+            let message = InboxMessage(
+                id: try id.required(path() + ".id", "a string"), title: try title.required(path() + ".title", "a string"),
+                subheading: try subheading.optional(), iconURL: try iconURL.optional(),
+                sentAt: try sentAt.required(path() + ".sentAt", "a string"), expiresAt: try expiresAt.optional(),
+                read: try read.optional(), extras: try extras.optional())
+            try message.validate(at: path())
+            return .success(message)
+        } catch {
+            return .failure(error)
         }
-        try validate(at: f.path)
     }
 }
 
@@ -259,21 +182,37 @@ extension InboxSync: BuiltInPayload {
             }
         }
         for (i, id) in removed.enumerated() {
-            try JSONFields.checkIdentifier(id, field: path() + ".removed[\(i)]")
+            try FieldError.checkIdentifier(id, field: path() + ".removed[\(i)]")
             if seen.contains(id) { throw FieldError(field: path() + ".removed[\(i)]", reason: "\"\(id)\" is also listed in messages") }
         }
     }
 
-    init(_ f: JSONFields) throws(FieldError) {
-        mode = try f.choice("mode", Mode.self)
-        var messages: [InboxMessage] = []
-        for item in try f.array("messages") ?? [] {
-            let fields = try JSONFields(item.value, path: item.path)
-            messages.append(try InboxMessage(fields))
+    enum Field: String, CaseIterable, Sendable { case mode, messages, removed }
+    static let fields = KnownKeys<Field>()
+
+    static func read(_ r: inout PayloadReader, depth: Int, path: @autoclosure () -> String) throws(JSONParser.Failure) -> Result<InboxSync, FieldError> {
+        var mode = Found<Mode>.absent, messages = Found<[InboxMessage]>.absent, removed = Found<[String]>.absent
+        let d = depth + 1
+        guard try r.members(depth: depth, keys: fields, { (r: inout PayloadReader, member: Member<Field>) throws(JSONParser.Failure) in
+            switch member {
+            case .known(.mode): mode = try r.choice(Mode.self, depth: d, field: path() + ".mode")
+            case .known(.messages):
+                messages = try r.array(depth: d, field: path() + ".messages") { (r: inout PayloadReader, i: Int) throws(JSONParser.Failure) in
+                    try InboxMessage.read(&r, depth: d + 1, path: path() + ".messages[\(i)]")
+                }
+            case .known(.removed): removed = try r.strings(depth: d, field: path() + ".removed")
+            case .other: try r.skip(depth: d)
+            }
+        }) else { return .failure(FieldError(field: path(), reason: "must be an object")) }
+        do {
+            let sync = InboxSync(mode: try mode.required(path() + ".mode", "a string"),
+                                 messages: try messages.required(path() + ".messages", "an array"),
+                                 removed: try removed.optional() ?? [])
+            try sync.validate(at: path())
+            return .success(sync)
+        } catch {
+            return .failure(error)
         }
-        self.messages = messages
-        removed = try f.strings("removed", optional: true) ?? []
-        try validate(at: f.path)
     }
 }
 
@@ -287,13 +226,29 @@ extension ReadChange: BuiltInPayload {
 
     func validate(at path: @autoclosure () -> String) throws(FieldError) {
         guard !ids.isEmpty else { throw FieldError(field: path() + ".ids", reason: "must list at least one id") }
-        for (i, id) in ids.enumerated() { try JSONFields.checkIdentifier(id, field: path() + ".ids[\(i)]") }
+        for (i, id) in ids.enumerated() { try FieldError.checkIdentifier(id, field: path() + ".ids[\(i)]") }
     }
 
-    init(_ f: JSONFields) throws(FieldError) {
-        ids = try f.strings("ids") ?? []
-        read = try f.bool("read")
-        try validate(at: f.path)
+    enum Field: String, CaseIterable, Sendable { case ids, read }
+    static let fields = KnownKeys<Field>()
+
+    static func read(_ r: inout PayloadReader, depth: Int, path: @autoclosure () -> String) throws(JSONParser.Failure) -> Result<ReadChange, FieldError> {
+        var ids = Found<[String]>.absent, read = Found<Bool>.absent
+        let d = depth + 1
+        guard try r.members(depth: depth, keys: fields, { (r: inout PayloadReader, member: Member<Field>) throws(JSONParser.Failure) in
+            switch member {
+            case .known(.ids): ids = try r.strings(depth: d, field: path() + ".ids")
+            case .known(.read): read = try r.bool(depth: d, field: path() + ".read")
+            case .other: try r.skip(depth: d)
+            }
+        }) else { return .failure(FieldError(field: path(), reason: "must be an object")) }
+        do {
+            let change = ReadChange(ids: try ids.required(path() + ".ids", "an array"), read: try read.required(path() + ".read", "true or false"))
+            try change.validate(at: path())
+            return .success(change)
+        } catch {
+            return .failure(error)
+        }
     }
 }
 
@@ -309,7 +264,7 @@ extension WidgetAction: BuiltInPayload {
     }
 
     func validate(at path: @autoclosure () -> String) throws(FieldError) {
-        try JSONFields.checkIdentifier(actionID, field: path() + ".actionID")
+        try FieldError.checkIdentifier(actionID, field: path() + ".actionID")
         if kind == .markRead || kind == .openMessage, target?.isEmpty ?? true {
             throw FieldError(field: path() + ".target", reason: "required for kind \(kind.rawValue)")
         }
@@ -317,13 +272,32 @@ extension WidgetAction: BuiltInPayload {
         if let payload { try EventJSON.checkEncodable(payload, field: path() + ".payload") }
     }
 
-    init(_ f: JSONFields) throws(FieldError) {
-        actionID = try f.string("actionID")
-        kind = try f.choice("kind", Kind.self)
-        target = try f.optionalString("target")
-        name = try f.optionalString("name")
-        payload = f.optional("payload")
-        try validate(at: f.path)
+    enum Field: String, CaseIterable, Sendable { case actionID, kind, target, name, payload }
+    static let fields = KnownKeys<Field>()
+
+    static func read(_ r: inout PayloadReader, depth: Int, path: @autoclosure () -> String) throws(JSONParser.Failure) -> Result<WidgetAction, FieldError> {
+        var actionID = Found<String>.absent, kind = Found<Kind>.absent, target = Found<String>.absent, name = Found<String>.absent
+        var payload = Found<JSONValue>.absent
+        let d = depth + 1
+        guard try r.members(depth: depth, keys: fields, { (r: inout PayloadReader, member: Member<Field>) throws(JSONParser.Failure) in
+            switch member {
+            case .known(.actionID): actionID = try r.string(depth: d, field: path() + ".actionID")
+            case .known(.kind): kind = try r.choice(Kind.self, depth: d, field: path() + ".kind")
+            case .known(.target): target = try r.string(depth: d, field: path() + ".target")
+            case .known(.name): name = try r.string(depth: d, field: path() + ".name")
+            case .known(.payload): payload = try r.value(depth: d)
+            case .other: try r.skip(depth: d)
+            }
+        }) else { return .failure(FieldError(field: path(), reason: "must be an object")) }
+        do {
+            let action = WidgetAction(actionID: try actionID.required(path() + ".actionID", "a string"),
+                                      kind: try kind.required(path() + ".kind", "a string"),
+                                      target: try target.optional(), name: try name.optional(), payload: try payload.optional())
+            try action.validate(at: path())
+            return .success(action)
+        } catch {
+            return .failure(error)
+        }
     }
 }
 
@@ -337,14 +311,31 @@ extension ActionCompletion: BuiltInPayload {
     }
 
     func validate(at path: @autoclosure () -> String) throws(FieldError) {
-        try JSONFields.checkIdentifier(actionID, field: path() + ".actionID")
+        try FieldError.checkIdentifier(actionID, field: path() + ".actionID")
     }
 
-    init(_ f: JSONFields) throws(FieldError) {
-        actionID = try f.string("actionID")
-        outcome = try f.choice("outcome", Outcome.self)
-        reason = try f.optionalString("reason")
-        try validate(at: f.path)
+    enum Field: String, CaseIterable, Sendable { case actionID, outcome, reason }
+    static let fields = KnownKeys<Field>()
+
+    static func read(_ r: inout PayloadReader, depth: Int, path: @autoclosure () -> String) throws(JSONParser.Failure) -> Result<ActionCompletion, FieldError> {
+        var actionID = Found<String>.absent, outcome = Found<Outcome>.absent, reason = Found<String>.absent
+        let d = depth + 1
+        guard try r.members(depth: depth, keys: fields, { (r: inout PayloadReader, member: Member<Field>) throws(JSONParser.Failure) in
+            switch member {
+            case .known(.actionID): actionID = try r.string(depth: d, field: path() + ".actionID")
+            case .known(.outcome): outcome = try r.choice(Outcome.self, depth: d, field: path() + ".outcome")
+            case .known(.reason): reason = try r.string(depth: d, field: path() + ".reason")
+            case .other: try r.skip(depth: d)
+            }
+        }) else { return .failure(FieldError(field: path(), reason: "must be an object")) }
+        do {
+            let completion = ActionCompletion(actionID: try actionID.required(path() + ".actionID", "a string"),
+                                              outcome: try outcome.required(path() + ".outcome", "a string"), reason: try reason.optional())
+            try completion.validate(at: path())
+            return .success(completion)
+        } catch {
+            return .failure(error)
+        }
     }
 }
 
@@ -367,15 +358,31 @@ extension BadgeAdjustment: BuiltInPayload {
         }
     }
 
-    init(_ f: JSONFields) throws(FieldError) {
-        switch (try f.optionalInteger("delta"), try f.optionalInteger("set")) {
-        case (let d?, nil): self = .delta(d)
-        case (nil, let s?): self = .set(s)
-        case (nil, nil):
-            throw FieldError(field: f.at("delta"), reason: "needs \"delta\" or \"set\"")
-        case (_?, _?):
-            throw FieldError(field: f.at("set"), reason: "give either delta or set, not both")
+    enum Field: String, CaseIterable, Sendable { case delta, set }
+    static let fields = KnownKeys<Field>()
+
+    static func read(_ r: inout PayloadReader, depth: Int, path: @autoclosure () -> String) throws(JSONParser.Failure) -> Result<BadgeAdjustment, FieldError> {
+        var delta = Found<Int64>.absent, set = Found<Int64>.absent
+        let d = depth + 1
+        guard try r.members(depth: depth, keys: fields, { (r: inout PayloadReader, member: Member<Field>) throws(JSONParser.Failure) in
+            switch member {
+            case .known(.delta): delta = try r.integer(depth: d, field: path() + ".delta")
+            case .known(.set): set = try r.integer(depth: d, field: path() + ".set")
+            case .other: try r.skip(depth: d)
+            }
+        }) else { return .failure(FieldError(field: path(), reason: "must be an object")) }
+        do throws(FieldError) {
+            let adjustment: BadgeAdjustment
+            switch (try delta.optional(), try set.optional()) {
+            case (let d?, nil): adjustment = .delta(d)
+            case (nil, let s?): adjustment = .set(s)
+            case (nil, nil): throw FieldError(field: path() + ".delta", reason: "needs \"delta\" or \"set\"")
+            case (_?, _?): throw FieldError(field: path() + ".set", reason: "give either delta or set, not both")
+            }
+            try adjustment.validate(at: path())
+            return .success(adjustment)
+        } catch {
+            return .failure(error)
         }
-        try validate(at: f.path)
     }
 }

@@ -235,30 +235,27 @@ public enum DomainEvent: Hashable, Sendable {
     }
 
     /// Decodes and validates a payload of `type`; custom types are returned as they are.
-    /// `index` names the event in errors.
+    /// `index` names the event in errors. The bytes go straight into the typed fields
+    /// (``PayloadReader``); a syntax error is reported on `data`, a field error on its path.
     public static func decode(type: String, payload: [UInt8], index: Int = 0) throws(LedgerError) -> DomainEvent {
         guard let builtIn = BuiltInEventType(rawValue: type) else { return .custom(type: type, payload: payload) }
-        let root: JSONValue
-        do { root = try JSONParser.parse(payload) } catch {
-            throw .invalidEvent(index: index, field: "data", reason: error.message)
-        }
-        return try decode(builtIn, root, index: index)
-    }
-
-    /// Validates the JSON value of a built-in payload (parsed input, or a typed event's own
-    /// `json`): the one set of rules, with the same field paths whichever the input.
-    static func decode(_ builtIn: BuiltInEventType, _ root: JSONValue, index: Int) throws(LedgerError) -> DomainEvent {
+        let decoded: Result<DomainEvent, FieldError>
         do {
-            let data = try JSONFields(root, path: "data")
-            switch builtIn {
-            case .inboxSynced: return .inboxSynced(try InboxSync(data))
-            case .messageRead: return .messageRead(try ReadChange(data))
-            case .widgetAction: return .widgetAction(try WidgetAction(data))
-            case .actionCompleted: return .actionCompleted(try ActionCompletion(data))
-            case .badgeAdjusted: return .badgeAdjusted(try BadgeAdjustment(data))
+            decoded = try PayloadReader.read(payload) { (r: inout PayloadReader) throws(JSONParser.Failure) in
+                switch builtIn {
+                case .inboxSynced: try InboxSync.read(&r, depth: 0, path: "data").map(DomainEvent.inboxSynced)
+                case .messageRead: try ReadChange.read(&r, depth: 0, path: "data").map(DomainEvent.messageRead)
+                case .widgetAction: try WidgetAction.read(&r, depth: 0, path: "data").map(DomainEvent.widgetAction)
+                case .actionCompleted: try ActionCompletion.read(&r, depth: 0, path: "data").map(DomainEvent.actionCompleted)
+                case .badgeAdjusted: try BadgeAdjustment.read(&r, depth: 0, path: "data").map(DomainEvent.badgeAdjusted)
+                }
             }
         } catch {
-            throw .invalidEvent(index: index, field: error.field, reason: error.reason)
+            throw .invalidEvent(index: index, field: "data", reason: error.message)
+        }
+        switch decoded {
+        case .success(let event): return event
+        case .failure(let error): throw .invalidEvent(index: index, field: error.field, reason: error.reason)
         }
     }
 }

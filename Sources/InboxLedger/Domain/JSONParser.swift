@@ -29,7 +29,9 @@ enum JSONParser {
         }
     }
 
-    private struct Cursor {
+    /// The tokenizer both the tree parser (`value(depth:)`) and the streaming
+    /// ``PayloadReader`` read with: one set of syntax rules and messages.
+    struct Cursor {
         let bytes: UnsafeBufferPointer<UInt8>
         var index = 0
 
@@ -49,9 +51,15 @@ enum JSONParser {
             index += count
         }
 
-        mutating func value(depth: Int) throws(Failure) -> JSONValue {
+        /// Checks that a value may start here (depth limit, not at the end) and returns its
+        /// first byte.
+        func begin(depth: Int) throws(Failure) -> UInt8 {
             guard depth < JSONParser.maxDepth, index < bytes.count else { throw Failure() }
-            switch bytes[index] {
+            return bytes[index]
+        }
+
+        mutating func value(depth: Int) throws(Failure) -> JSONValue {
+            switch try begin(depth: depth) {
             case UInt8(ascii: "{"): return try object(depth: depth)
             case UInt8(ascii: "["): return try array(depth: depth)
             case UInt8(ascii: "\""): return .string(try string())
@@ -118,6 +126,25 @@ enum JSONParser {
                 index += 1
             }
             return v
+        }
+
+        /// At a string's opening quote: its bytes as they lie, when it has no escape and no
+        /// control character (the index then stands after the closing quote); otherwise nil,
+        /// and the index is unchanged (read it with ``string()``). The bytes are not yet checked
+        /// to be UTF-8.
+        mutating func plainString() -> UnsafeBufferPointer<UInt8>? {
+            var end = index + 1
+            while end < bytes.count {
+                let c = bytes[end]
+                if c == UInt8(ascii: "\"") {
+                    let slice = UnsafeBufferPointer(rebasing: bytes[(index + 1)..<end])
+                    index = end + 1
+                    return slice
+                }
+                if c == UInt8(ascii: "\\") || c < 0x20 { return nil }
+                end += 1
+            }
+            return nil
         }
 
         mutating func string() throws(Failure) -> String {

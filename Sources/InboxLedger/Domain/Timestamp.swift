@@ -12,7 +12,13 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; `nil` if it is not exactly that.
     public init?(iso8601 text: String) {
-        let b = Array(text.utf8)
+        var text = text
+        guard let parsed = text.withUTF8({ Timestamp(iso8601UTF8: $0) }) else { return nil }
+        self = parsed
+    }
+
+    /// ``init(iso8601:)`` on UTF-8 bytes where they lie (the payload decoder's path).
+    init?(iso8601UTF8 b: UnsafeBufferPointer<UInt8>) {
         var i = 0
         func digits(_ n: Int) -> Int? {
             guard i + n <= b.count else { return nil }
