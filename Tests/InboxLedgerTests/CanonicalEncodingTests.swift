@@ -109,6 +109,13 @@ import TestSupport
         }
     }
 
+    /// The idempotency digest stored with every keyed event (FNV-1a 64 over the type, a zero
+    /// byte and the payload) never changes: a retry after an upgrade must still be recognised.
+    /// The value is FNV-1a computed outside Swift (Python) for these bytes.
+    @Test func theContentDigestIsPinned() {
+        #expect(ContentDigest.of(type: "badge.adjusted", payload: Array(#"{"delta":1}"#.utf8)) == 0x0146_E110_3F2A_B7EB)
+    }
+
     /// The typed append path (validated on the typed value, encoded once, never parsed) stores
     /// exactly what the JSON path stores for the same event, so digests match across paths: a
     /// retry of a typed event as JSON (or the reverse) under the same key is recognised.

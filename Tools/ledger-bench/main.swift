@@ -2,7 +2,7 @@
 // whole-file rewrite, eight workloads, interleaved, in one run.
 //
 //   swift run -c release ledger-bench [--quick] [--json] [--repetitions N] [--workloads W1,W4]
-//                                     [--svg PATH] [--directory PATH]
+//                                     [--systems ledger,sqlite-full] [--svg PATH] [--directory PATH]
 //
 // Tables go to stdout (with --json: one JSON object per measurement per line on stdout, tables
 // on stderr). See docs/benchmarks.md.
@@ -15,15 +15,18 @@ struct Options {
     var json = false
     var repetitions: Int?
     var workloads: Set<String>?
+    var systems: Set<String>?
     var svg: String?
     var directory: String?
 
     static let usage = """
-        usage: ledger-bench [--quick] [--json] [--repetitions N] [--workloads W1,W2-1,...] [--svg PATH] [--directory PATH]
+        usage: ledger-bench [--quick] [--json] [--repetitions N] [--workloads W1,W2-1,...] [--systems S,...] [--svg PATH] [--directory PATH]
           --quick          every workload briefly (CI: proves the tool works, checks no speed)
           --json           one JSON object per measurement per line on stdout (tables on stderr)
           --repetitions N  repetitions of each workload (default 3; --quick 1)
           --workloads L    only these (W1 W2-1 W2-8 W2-64 W3 W4 W5 W6 W7 W8; a prefix like W2 selects all three)
+          --systems L      only these systems (ledger ledger-json ledger-single-sync ledger-async lmdb-same-job lmdb
+                           sqlite-full sqlite-normal rewrite), e.g. to profile one
           --svg PATH       write a chart of the speeds relative to the ledger
           --directory PATH scratch directory (default: a new one under $TMPDIR, removed after)
         """
@@ -43,6 +46,11 @@ struct Options {
                 guard let n = Int(try value()), n > 0 else { throw BenchFailure("--repetitions needs a positive number") }
                 repetitions = n
             case "--workloads": workloads = Set(try value().split(separator: ",").map { $0.uppercased() })
+            case "--systems":
+                let names = try value().split(separator: ",").map(String.init)
+                let unknown = names.filter { SystemKind(rawValue: $0) == nil }
+                guard unknown.isEmpty else { throw BenchFailure("unknown system \(unknown.joined(separator: ", "))\n\(Options.usage)") }
+                systems = Set(names)
             case "--svg": svg = try value()
             case "--directory": directory = try value()
             case "-h", "--help": print(Options.usage); exit(0)
@@ -80,7 +88,9 @@ func run(_ options: Options) throws {
     say("ledger-bench: \(options.quick ? "quick" : "full") run, \(sizes.repetitions) repetition(s), LMDB \(lmdbVersion()), SQLite \(sqliteVersion()), scratch \(root)\n", json: options.json)
 
     var all: [Measurement] = []
-    for workload in selected {
+    for var workload in selected {
+        if let systems = options.systems { workload.systems = workload.systems.filter { systems.contains($0.rawValue) } }
+        guard !workload.systems.isEmpty else { continue }
         for system in workload.systems { try workload.prepare?(system, bench) }
         var observations: [SystemKind: [Observation]] = [:]
         for rep in 0..<min(sizes.repetitions, workload.maxRepetitions ?? .max) {

@@ -44,7 +44,11 @@ struct KnownKeys<Key: CaseIterable & RawRepresentable<String>>: Sendable where K
 
     func index(of key: UnsafeBufferPointer<UInt8>) -> Int? {
         for (i, name) in names.enumerated() where name.count == key.count {
-            if name.withUnsafeBufferPointer({ $0.elementsEqual(key) }) { return i }
+            let equal = name.withUnsafeBufferPointer { name in
+                for j in 0..<name.count where name[j] != key[j] { return false }
+                return true
+            }
+            if equal { return i }
         }
         return nil
     }

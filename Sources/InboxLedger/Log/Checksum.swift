@@ -87,7 +87,7 @@ enum ContentDigest {
         }
         for b in type.utf8 { mix(b) }
         mix(0)
-        for b in payload { mix(b) }
+        payload.withUnsafeBufferPointer { for b in $0 { mix(b) } }
         return hash
     }
 }

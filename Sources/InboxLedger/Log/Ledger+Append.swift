@@ -5,9 +5,19 @@ struct PreparedEvent: Sendable {
     var type: String
     var key: String?
     var payload: [UInt8]
+    /// The content digest an idempotency key is checked against (0 without a key: nothing
+    /// compares it).
     var digest: UInt64
     /// The decoded payload (built-in types), or `.custom`.
     var domain: DomainEvent
+
+    init(type: String, key: String?, payload: [UInt8], domain: DomainEvent) {
+        self.type = type
+        self.key = key
+        self.payload = payload
+        self.digest = key == nil ? 0 : ContentDigest.of(type: type, payload: payload)
+        self.domain = domain
+    }
 }
 
 /// A consumer cursor to move atomically with an append.
@@ -123,9 +133,7 @@ extension Ledger {
         for (index, event) in events.enumerated() {
             try checkEnvelope(type: event.type, key: event.key, payloadCount: event.payload.count, roleBytes: roleBytes, index: index)
             let domain = try DomainEvent.decode(type: event.type, payload: event.payload, index: index)
-            prepared.append(PreparedEvent(
-                type: event.type, key: event.key, payload: event.payload,
-                digest: ContentDigest.of(type: event.type, payload: event.payload), domain: domain))
+            prepared.append(PreparedEvent(type: event.type, key: event.key, payload: event.payload, domain: domain))
         }
         return prepared
     }
@@ -148,7 +156,7 @@ extension Ledger {
             }
             let payload = event.canonicalPayload
             try checkEnvelope(type: type, key: key, payloadCount: payload.count, roleBytes: roleBytes, index: index)
-            prepared.append(PreparedEvent(type: type, key: key, payload: payload, digest: ContentDigest.of(type: type, payload: payload), domain: domain))
+            prepared.append(PreparedEvent(type: type, key: key, payload: payload, domain: domain))
         }
         return prepared
     }

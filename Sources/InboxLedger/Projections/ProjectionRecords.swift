@@ -63,7 +63,7 @@ struct MessageRecord: Hashable, Sendable {
         if iconURL != nil { flags |= 2 }
         if expiresAt != nil { flags |= 4 }
         if serverRead { flags |= 8 }
-        if let localRead { flags |= 16; if localRead { flags |= 32 } }
+        flags |= Self.localReadBits(localRead)
         w.u8(Self.version)
         w.u8(flags)
         w.u64le(UInt64(bitPattern: sentAt))
@@ -74,11 +74,74 @@ struct MessageRecord: Hashable, Sendable {
         w.string(subheading ?? "")
         w.string(iconURL ?? "")
         w.u32le(UInt32(extras.count))
-        for (k, v) in extras.sorted(by: { $0.key < $1.key }) {
+        for (k, v) in extras.isEmpty ? [] : extras.sorted(by: { $0.key < $1.key }) {
             w.string(k)
             w.string(v)
         }
         return w.bytes
+    }
+
+    /// Where a row is filed and whether it counts as unread: what an append needs of the row it
+    /// replaces, read from the fixed fields at the front of the stored bytes without building
+    /// its texts (the rest of the layout is checked, not decoded).
+    struct Header: Hashable, Sendable {
+        var sentAt: Int64
+        var expiresAt: Int64?
+        var serverRead: Bool
+        var localRead: Bool?
+        var changedAt: UInt64
+
+        var isRead: Bool { localRead ?? serverRead }
+
+        /// The header of a stored row; nil if the bytes are not a message row of this layout.
+        init?(stored bytes: [UInt8]) {
+            var r = ByteReader(bytes)
+            guard r.u8() == MessageRecord.version, let flags = r.u8(), let sent = r.u64le(), let expires = r.u64le(),
+                  let changed = r.u64le()
+            else { return nil }
+            for _ in 0..<4 { guard let n = r.u32le(), r.take(Int(n)) != nil else { return nil } }
+            guard let count = r.u32le(), count <= 10_000 else { return nil }
+            for _ in 0..<(2 * count) { guard let n = r.u32le(), r.take(Int(n)) != nil else { return nil } }
+            guard r.remaining == 0 else { return nil }
+            sentAt = Int64(bitPattern: sent)
+            expiresAt = flags & 4 != 0 ? Int64(bitPattern: expires) : nil
+            serverRead = flags & 8 != 0
+            localRead = flags & 16 != 0 ? flags & 32 != 0 : nil
+            changedAt = changed
+        }
+
+        init(_ record: MessageRecord) {
+            sentAt = record.sentAt
+            expiresAt = record.expiresAt
+            serverRead = record.serverRead
+            localRead = record.localRead
+            changedAt = record.changedAt
+        }
+    }
+
+    var header: Header { Header(self) }
+
+    /// Where `changedAt` lies in the stored bytes (after version, flags, sentAt, expiresAt).
+    private static let changedAtOffset = 18
+
+    /// Sets the local read flag in stored bytes `encode()` wrote, in place (its two bits of
+    /// the flags byte, which follows the version).
+    static func setLocalRead(_ localRead: Bool?, in bytes: inout [UInt8]) {
+        bytes[1] = bytes[1] & ~(16 | 32) | localReadBits(localRead)
+    }
+
+    /// The flag bits of a local read override: 16 when set, 32 when it says read.
+    private static func localReadBits(_ localRead: Bool?) -> UInt8 {
+        switch localRead {
+        case nil: 0
+        case false?: 16
+        case true?: 16 | 32
+        }
+    }
+
+    /// Sets `changedAt` in stored bytes `encode()` wrote, in place.
+    static func setChangedAt(_ sequence: UInt64, in bytes: inout [UInt8]) {
+        withUnsafeBytes(of: sequence.littleEndian) { bytes.replaceSubrange(changedAtOffset..<(changedAtOffset + 8), with: $0) }
     }
 
     static func decode(_ bytes: [UInt8]) -> MessageRecord? {

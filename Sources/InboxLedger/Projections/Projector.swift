@@ -122,39 +122,41 @@ final class Projector<Store: ProjectionStore> {
 
     // MARK: - Messages
 
-    private func message(_ id: String) throws -> MessageRecord? {
+    /// The stored row of message `id` and its header, if there is one.
+    private func message(_ id: String) throws -> (bytes: [UInt8], header: MessageRecord.Header)? {
         guard let bytes = try store.get(.messages, Array(id.utf8)) else { return nil }
-        guard let record = MessageRecord.decode(bytes) else { throw ProjectionError.malformed(table: .messages, key: id) }
-        return record
+        guard let header = MessageRecord.Header(stored: bytes) else { throw ProjectionError.malformed(table: .messages, key: id) }
+        return (bytes, header)
     }
 
-    private func write(_ record: MessageRecord, replacing old: MessageRecord?) throws {
+    /// Files message `id` (its row `bytes`, filed as `new` says) in place of the row `old`
+    /// described, keeping the widget order, the expiry index and the counts in step.
+    private func write(_ id: String, _ new: MessageRecord.Header, _ bytes: [UInt8], replacing old: MessageRecord.Header?) throws {
         if let old {
-            if old.sentAt != record.sentAt { try store.delete(.widget, TimeKey.widgetKey(sentAt: old.sentAt, id: old.id)) }
-            if let e = old.expiresAt, e != record.expiresAt { try store.delete(.expiry, TimeKey.expiryKey(expiresAt: e, id: old.id)) }
+            if old.sentAt != new.sentAt { try store.delete(.widget, TimeKey.widgetKey(sentAt: old.sentAt, id: id)) }
+            if let e = old.expiresAt, e != new.expiresAt { try store.delete(.expiry, TimeKey.expiryKey(expiresAt: e, id: id)) }
             if !old.isRead { state.unread -= 1 }
         } else {
             state.messageCount += 1
         }
-        let bytes = record.encode()
-        try store.put(.messages, Array(record.id.utf8), bytes)
-        try store.put(.widget, TimeKey.widgetKey(sentAt: record.sentAt, id: record.id), bytes)
-        if let e = record.expiresAt {
-            try store.put(.expiry, TimeKey.expiryKey(expiresAt: e, id: record.id), [])
+        try store.put(.messages, Array(id.utf8), bytes)
+        try store.put(.widget, TimeKey.widgetKey(sentAt: new.sentAt, id: id), bytes)
+        if let e = new.expiresAt {
+            try store.put(.expiry, TimeKey.expiryKey(expiresAt: e, id: id), [])
             if case .some(let cached) = earliestExpiry { earliestExpiry = .some(min(cached ?? e, e)) }
         }
-        if old?.expiresAt != nil, old?.expiresAt != record.expiresAt { earliestExpiry = nil }
-        if !record.isRead { state.unread += 1 }
+        if old?.expiresAt != nil, old?.expiresAt != new.expiresAt { earliestExpiry = nil }
+        if !new.isRead { state.unread += 1 }
     }
 
-    private func remove(_ record: MessageRecord) throws {
-        try store.delete(.messages, Array(record.id.utf8))
-        try store.delete(.widget, TimeKey.widgetKey(sentAt: record.sentAt, id: record.id))
-        if let e = record.expiresAt {
-            try store.delete(.expiry, TimeKey.expiryKey(expiresAt: e, id: record.id))
+    private func remove(_ id: String, _ old: MessageRecord.Header) throws {
+        try store.delete(.messages, Array(id.utf8))
+        try store.delete(.widget, TimeKey.widgetKey(sentAt: old.sentAt, id: id))
+        if let e = old.expiresAt {
+            try store.delete(.expiry, TimeKey.expiryKey(expiresAt: e, id: id))
             earliestExpiry = nil
         }
-        if !record.isRead { state.unread -= 1 }
+        if !old.isRead { state.unread -= 1 }
         state.messageCount -= 1
     }
 
@@ -176,7 +178,7 @@ final class Projector<Store: ProjectionStore> {
             return true
         }
         for id in expired {
-            if let record = try message(id) { try remove(record) } else {
+            if let stored = try message(id) { try remove(id, stored.header) } else {
                 throw ProjectionError.malformed(table: .expiry, key: id)
             }
         }
@@ -188,30 +190,30 @@ final class Projector<Store: ProjectionStore> {
         var changed = false
         if sync.mode == .full {
             let listed = Set(sync.messages.map(\.id))
-            var missing: [MessageRecord] = []
+            var missing: [(id: String, header: MessageRecord.Header)] = []
             try store.scan(.messages, from: []) { key, value in
-                if !listed.contains(String(decoding: key, as: UTF8.self)) {
-                    guard let record = MessageRecord.decode(value) else {
-                        throw ProjectionError.malformed(table: .messages, key: String(decoding: key, as: UTF8.self))
-                    }
-                    missing.append(record)
+                let id = String(decoding: key, as: UTF8.self)
+                if !listed.contains(id) {
+                    guard let header = MessageRecord.Header(stored: value) else { throw ProjectionError.malformed(table: .messages, key: id) }
+                    missing.append((id, header))
                 }
                 return true
             }
-            for record in missing { try remove(record) }
+            for (id, header) in missing { try remove(id, header) }
             changed = !missing.isEmpty
         }
         for id in sync.removed {
-            if let record = try message(id) {
-                try remove(record)
+            if let stored = try message(id) {
+                try remove(id, stored.header)
                 changed = true
             }
         }
         for m in sync.messages {
-            let old = try message(m.id)
+            let stored = try message(m.id)
+            let old = stored?.header
             if let expires = m.expiresAt, expires.micros <= event.timestampMicros {
                 // Already expired when synced: not kept.
-                if let old { try remove(old); changed = true }
+                if let old { try remove(m.id, old); changed = true }
                 continue
             }
             let serverRead = m.read ?? old?.serverRead ?? false
@@ -221,9 +223,12 @@ final class Projector<Store: ProjectionStore> {
                 id: m.id, title: m.title, subheading: m.subheading, iconURL: m.iconURL, sentAt: m.sentAt.micros,
                 expiresAt: m.expiresAt?.micros, serverRead: serverRead, localRead: localRead,
                 extras: m.extras ?? [:], changedAt: old?.changedAt ?? event.sequence)
-            if record == old { continue }
+            // The encoding is canonical: the same bytes are the same row, and nothing changes.
+            var bytes = record.encode()
+            if bytes == stored?.bytes { continue }
             record.changedAt = event.sequence
-            try write(record, replacing: old)
+            MessageRecord.setChangedAt(event.sequence, in: &bytes)
+            try write(m.id, record.header, bytes, replacing: old)
             changed = true
         }
         return changed
@@ -231,13 +236,17 @@ final class Projector<Store: ProjectionStore> {
 
     /// Sets a local read flag. Returns nil for an unknown message, else whether anything changed.
     private func setLocalRead(_ id: String, _ read: Bool, _ sequence: UInt64) throws -> Bool? {
-        guard let old = try message(id) else { return nil }
-        var record = old
-        record.localRead = read == old.serverRead ? nil : read
-        if record.localRead == old.localRead { return false }
-        record.changedAt = sequence
-        try write(record, replacing: old)
-        return record.isRead != old.isRead
+        guard let stored = try message(id) else { return nil }
+        let old = stored.header
+        var new = old
+        new.localRead = read == old.serverRead ? nil : read
+        if new.localRead == old.localRead { return false }
+        new.changedAt = sequence
+        var bytes = stored.bytes
+        MessageRecord.setLocalRead(new.localRead, in: &bytes)
+        MessageRecord.setChangedAt(sequence, in: &bytes)
+        try write(id, new, bytes, replacing: old)
+        return new.isRead != old.isRead
     }
 }
 
