@@ -140,11 +140,21 @@ final class SharedEnvironment: @unchecked Sendable {
         let order = databaseOrder.withLock { $0 }
         if order.isEmpty { return }
         let known = databases.withLock { $0 }
-        try Self.rawTransaction(opened, readOnly: true) { (txn: OpaquePointer) throws(LMDBError) in
-            for name in order {
-                var dbi: MDB_dbi = 0
-                try check(mdb_dbi_open(txn, name, 0, &dbi))
-                guard dbi == known[name]?.handle else { throw .badDatabase }
+        for attempt in 1...100 {
+            do throws(LMDBError) {
+                try Self.rawTransaction(opened, readOnly: true) { (txn: OpaquePointer) throws(LMDBError) in
+                    for name in order {
+                        var dbi: MDB_dbi = 0
+                        try check(mdb_dbi_open(txn, name, 0, &dbi))
+                        guard dbi == known[name]?.handle else { throw .badDatabase }
+                    }
+                }
+                return
+            } catch {
+                // Another process grew the map and wrote past this new mapping between the open
+                // and this transaction (MDB_MAP_RESIZED): adopt its size and try again (docs/lmdb.md rule 9).
+                guard error == .mapResized, attempt < 100 else { throw error }
+                try check(mdb_env_set_mapsize(opened.env, 0))
             }
         }
     }

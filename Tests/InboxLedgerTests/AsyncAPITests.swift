@@ -11,6 +11,15 @@ import TestSupport
 
     /// A ledger with one event and another process inside a write transaction (holding the
     /// write lock until it is killed).
+    /// Waits (polling, up to 60 s on a loaded machine) until `condition` holds.
+    func waitUntil(_ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !condition() {
+            guard ContinuousClock.now < deadline else { Issue.record("condition not reached in 60 s"); return }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
     func ledgerWithStalledWriter(_ dir: TemporaryDirectory) throws -> (Ledger, RunningProcess) {
         let path = dir.child("ledger")
         var options = LedgerOptions(role: "app")
@@ -58,9 +67,9 @@ import TestSupport
         defer { staller.kill(); _ = try? staller.wait(timeout: 10) }
         // The first append is taken by the commit leader, which waits for the lock.
         let first = Task { try await ledger.append(event("first")) }
-        try await Task.sleep(for: .milliseconds(200))
+        try await waitUntil { ledger.commitQueue.progress.leading }
         let queued = (0..<10).map { i in Task { try await ledger.append(event("queued", #"{"i":\#(i)}"#)) } }
-        try await Task.sleep(for: .milliseconds(100))
+        try await waitUntil { ledger.commitQueue.progress.asyncWaiting == 10 }
         for task in queued.prefix(5) { task.cancel() }
         // Cancelled requests return at once, while the other process still holds the lock.
         for task in queued.prefix(5) {

@@ -147,6 +147,10 @@ final class CommitQueue: Sendable {
         return ticket
     }
 
+    /// Whether a leader holds a batch, and how many async requests wait for one (what a test
+    /// waits for before it cancels: only those can be withdrawn).
+    var progress: (leading: Bool, asyncWaiting: Int) { state.withLock { ($0.leaderActive, $0.asyncPendingCount) } }
+
     /// Withdraws an async request no leader has taken yet, completing it with
     /// `CancellationError`; a request a commit already holds gets that commit's outcome.
     func cancel(_ ticket: UInt64) {
