@@ -163,7 +163,15 @@ enum JSONParser {
                 index += 1
             }
             var out = Array(bytes[start..<index])
+            out.reserveCapacity(out.count + 32)
             while index < bytes.count {
+                // The bytes up to the next quote, escape or control character, copied at once.
+                let run = index
+                while index < bytes.count, bytes[index] != UInt8(ascii: "\""), bytes[index] != UInt8(ascii: "\\"), bytes[index] >= 0x20 {
+                    index += 1
+                }
+                if index > run { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<index])) }
+                guard index < bytes.count else { break }
                 let c = bytes[index]
                 index += 1
                 switch c {
@@ -194,8 +202,7 @@ enum JSONParser {
                     default: throw Failure()
                     }
                 default:
-                    guard c >= 0x20 else { throw Failure() }
-                    out.append(c)
+                    throw Failure()  // a control character: the run above stops at nothing else
                 }
             }
             throw Failure()
