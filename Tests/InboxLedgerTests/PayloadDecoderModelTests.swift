@@ -38,6 +38,21 @@ import TestSupport
         #expect(outcomes.count > 25, "\(outcomes)")
     }
 
+    /// Hostile input: a payload of 200,000 unknown keys (and a map of as many extras) is read in
+    /// one pass — duplicate keys are found by hashing, not by comparing each key with all before.
+    @Test(.timeLimit(.minutes(1))) func manyKeysAreReadInLinearTime() throws {
+        let keys = (0..<200_000).map { #""k\#($0)":0"# }.joined(separator: ",")
+        let action = Array(#"{"actionID":"a","kind":"custom","name":"n",\#(keys)}"#.utf8)
+        #expect(try DomainEvent.decode(type: "widget.action", payload: action).builtInType == .widgetAction)
+        let extras = (0..<200_000).map { #""k\#($0)":"v""# }.joined(separator: ",")
+        let sync = Array(#"{"mode":"delta","messages":[{"id":"m","title":"t","sentAt":"2026-11-22T08:00:00Z","extras":{\#(extras)}}]}"#.utf8)
+        guard case .inboxSynced(let decoded) = try DomainEvent.decode(type: "inbox.synced", payload: sync) else { Issue.record("not a sync"); return }
+        #expect(decoded.messages.first?.extras?.count == 200_000)
+        #expect(throws: LedgerError.invalidEvent(index: 0, field: "data", reason: #"duplicate key "k0" in an object"#)) {
+            try DomainEvent.decode(type: "widget.action", payload: Array(#"{"actionID":"a","kind":"custom","name":"n",\#(keys),"k0":1}"#.utf8))
+        }
+    }
+
     enum Outcome: Equatable {
         case decoded(DomainEvent)
         case refused(String)

@@ -112,7 +112,7 @@ struct PayloadReader {
         cursor.skipWhitespace()
         if next == UInt8(ascii: "}") { cursor.index += 1; return true }
         var seen: UInt64 = 0
-        var others: [String] = []
+        var others = Set<String>()  // hashed: a hostile payload may hold many thousands of keys
         repeat {
             cursor.skipWhitespace()
             guard next == UInt8(ascii: "\"") else { throw Failure() }
@@ -137,8 +137,7 @@ struct PayloadReader {
                 seen |= 1 << i
             case .other(let name):
                 try member(&self, .other(name))
-                guard !others.contains(name) else { throw Failure("duplicate key \"\(name)\" in an object") }
-                others.append(name)
+                guard others.insert(name).inserted else { throw Failure("duplicate key \"\(name)\" in an object") }
             }
         } while try !separator(UInt8(ascii: "}"))
         return true
