@@ -134,7 +134,7 @@ extension InboxMessage: BuiltInPayload {
         var sentAt = Found<Timestamp>.absent, expiresAt = Found<Timestamp>.absent, read = Found<Bool>.absent
         var extras = Found<[String: String]>.absent
         let d = depth + 1
-        guard try r.members(depth: depth, keys: fields, { (r: inout PayloadReader, member: Member<Field>) throws(JSONParser.Failure) in
+        return try r.payload(depth: depth, keys: fields, path: path(), { (r: inout PayloadReader, member: Member<Field>) throws(JSONParser.Failure) in
             switch member {
             case .known(.id): id = try r.string(depth: d, field: path() + ".id")
             case .known(.title): title = try r.string(depth: d, field: path() + ".title")
@@ -146,18 +146,13 @@ extension InboxMessage: BuiltInPayload {
             case .known(.extras): extras = try r.stringMap(depth: d, field: path() + ".extras")
             case .other: try r.skip(depth: d)
             }
-        }) else { return .failure(FieldError(field: path(), reason: "must be an object")) }
-        do {
-            let message = InboxMessage(
+        }, build: { () throws(FieldError) in
+            InboxMessage(
                 id: try id.required(path() + ".id", "a string"), title: try title.required(path() + ".title", "a string"),
                 subheading: try subheading.optional(), iconURL: try iconURL.optional(),
                 sentAt: try sentAt.required(path() + ".sentAt", "a string"), expiresAt: try expiresAt.optional(),
                 read: try read.optional(), extras: try extras.optional())
-            try message.validate(at: path())
-            return .success(message)
-        } catch {
-            return .failure(error)
-        }
+        })
     }
 }
 
@@ -193,7 +188,7 @@ extension InboxSync: BuiltInPayload {
     static func read(_ r: inout PayloadReader, depth: Int, path: @autoclosure () -> String) throws(JSONParser.Failure) -> Result<InboxSync, FieldError> {
         var mode = Found<Mode>.absent, messages = Found<[InboxMessage]>.absent, removed = Found<[String]>.absent
         let d = depth + 1
-        guard try r.members(depth: depth, keys: fields, { (r: inout PayloadReader, member: Member<Field>) throws(JSONParser.Failure) in
+        return try r.payload(depth: depth, keys: fields, path: path(), { (r: inout PayloadReader, member: Member<Field>) throws(JSONParser.Failure) in
             switch member {
             case .known(.mode): mode = try r.choice(Mode.self, depth: d, field: path() + ".mode")
             case .known(.messages):
@@ -203,16 +198,11 @@ extension InboxSync: BuiltInPayload {
             case .known(.removed): removed = try r.strings(depth: d, field: path() + ".removed")
             case .other: try r.skip(depth: d)
             }
-        }) else { return .failure(FieldError(field: path(), reason: "must be an object")) }
-        do {
-            let sync = InboxSync(mode: try mode.required(path() + ".mode", "a string"),
+        }, build: { () throws(FieldError) in
+            InboxSync(mode: try mode.required(path() + ".mode", "a string"),
                                  messages: try messages.required(path() + ".messages", "an array"),
                                  removed: try removed.optional() ?? [])
-            try sync.validate(at: path())
-            return .success(sync)
-        } catch {
-            return .failure(error)
-        }
+        })
     }
 }
 
@@ -235,20 +225,15 @@ extension ReadChange: BuiltInPayload {
     static func read(_ r: inout PayloadReader, depth: Int, path: @autoclosure () -> String) throws(JSONParser.Failure) -> Result<ReadChange, FieldError> {
         var ids = Found<[String]>.absent, read = Found<Bool>.absent
         let d = depth + 1
-        guard try r.members(depth: depth, keys: fields, { (r: inout PayloadReader, member: Member<Field>) throws(JSONParser.Failure) in
+        return try r.payload(depth: depth, keys: fields, path: path(), { (r: inout PayloadReader, member: Member<Field>) throws(JSONParser.Failure) in
             switch member {
             case .known(.ids): ids = try r.strings(depth: d, field: path() + ".ids")
             case .known(.read): read = try r.bool(depth: d, field: path() + ".read")
             case .other: try r.skip(depth: d)
             }
-        }) else { return .failure(FieldError(field: path(), reason: "must be an object")) }
-        do {
-            let change = ReadChange(ids: try ids.required(path() + ".ids", "an array"), read: try read.required(path() + ".read", "true or false"))
-            try change.validate(at: path())
-            return .success(change)
-        } catch {
-            return .failure(error)
-        }
+        }, build: { () throws(FieldError) in
+            ReadChange(ids: try ids.required(path() + ".ids", "an array"), read: try read.required(path() + ".read", "true or false"))
+        })
     }
 }
 
@@ -279,7 +264,7 @@ extension WidgetAction: BuiltInPayload {
         var actionID = Found<String>.absent, kind = Found<Kind>.absent, target = Found<String>.absent, name = Found<String>.absent
         var payload = Found<JSONValue>.absent
         let d = depth + 1
-        guard try r.members(depth: depth, keys: fields, { (r: inout PayloadReader, member: Member<Field>) throws(JSONParser.Failure) in
+        return try r.payload(depth: depth, keys: fields, path: path(), { (r: inout PayloadReader, member: Member<Field>) throws(JSONParser.Failure) in
             switch member {
             case .known(.actionID): actionID = try r.string(depth: d, field: path() + ".actionID")
             case .known(.kind): kind = try r.choice(Kind.self, depth: d, field: path() + ".kind")
@@ -288,16 +273,11 @@ extension WidgetAction: BuiltInPayload {
             case .known(.payload): payload = try r.value(depth: d)
             case .other: try r.skip(depth: d)
             }
-        }) else { return .failure(FieldError(field: path(), reason: "must be an object")) }
-        do {
-            let action = WidgetAction(actionID: try actionID.required(path() + ".actionID", "a string"),
+        }, build: { () throws(FieldError) in
+            WidgetAction(actionID: try actionID.required(path() + ".actionID", "a string"),
                                       kind: try kind.required(path() + ".kind", "a string"),
                                       target: try target.optional(), name: try name.optional(), payload: try payload.optional())
-            try action.validate(at: path())
-            return .success(action)
-        } catch {
-            return .failure(error)
-        }
+        })
     }
 }
 
@@ -320,22 +300,17 @@ extension ActionCompletion: BuiltInPayload {
     static func read(_ r: inout PayloadReader, depth: Int, path: @autoclosure () -> String) throws(JSONParser.Failure) -> Result<ActionCompletion, FieldError> {
         var actionID = Found<String>.absent, outcome = Found<Outcome>.absent, reason = Found<String>.absent
         let d = depth + 1
-        guard try r.members(depth: depth, keys: fields, { (r: inout PayloadReader, member: Member<Field>) throws(JSONParser.Failure) in
+        return try r.payload(depth: depth, keys: fields, path: path(), { (r: inout PayloadReader, member: Member<Field>) throws(JSONParser.Failure) in
             switch member {
             case .known(.actionID): actionID = try r.string(depth: d, field: path() + ".actionID")
             case .known(.outcome): outcome = try r.choice(Outcome.self, depth: d, field: path() + ".outcome")
             case .known(.reason): reason = try r.string(depth: d, field: path() + ".reason")
             case .other: try r.skip(depth: d)
             }
-        }) else { return .failure(FieldError(field: path(), reason: "must be an object")) }
-        do {
-            let completion = ActionCompletion(actionID: try actionID.required(path() + ".actionID", "a string"),
+        }, build: { () throws(FieldError) in
+            ActionCompletion(actionID: try actionID.required(path() + ".actionID", "a string"),
                                               outcome: try outcome.required(path() + ".outcome", "a string"), reason: try reason.optional())
-            try completion.validate(at: path())
-            return .success(completion)
-        } catch {
-            return .failure(error)
-        }
+        })
     }
 }
 
@@ -364,14 +339,13 @@ extension BadgeAdjustment: BuiltInPayload {
     static func read(_ r: inout PayloadReader, depth: Int, path: @autoclosure () -> String) throws(JSONParser.Failure) -> Result<BadgeAdjustment, FieldError> {
         var delta = Found<Int64>.absent, set = Found<Int64>.absent
         let d = depth + 1
-        guard try r.members(depth: depth, keys: fields, { (r: inout PayloadReader, member: Member<Field>) throws(JSONParser.Failure) in
+        return try r.payload(depth: depth, keys: fields, path: path(), { (r: inout PayloadReader, member: Member<Field>) throws(JSONParser.Failure) in
             switch member {
             case .known(.delta): delta = try r.integer(depth: d, field: path() + ".delta")
             case .known(.set): set = try r.integer(depth: d, field: path() + ".set")
             case .other: try r.skip(depth: d)
             }
-        }) else { return .failure(FieldError(field: path(), reason: "must be an object")) }
-        do throws(FieldError) {
+        }, build: { () throws(FieldError) in
             let adjustment: BadgeAdjustment
             switch (try delta.optional(), try set.optional()) {
             case (let d?, nil): adjustment = .delta(d)
@@ -379,10 +353,7 @@ extension BadgeAdjustment: BuiltInPayload {
             case (nil, nil): throw FieldError(field: path() + ".delta", reason: "needs \"delta\" or \"set\"")
             case (_?, _?): throw FieldError(field: path() + ".set", reason: "give either delta or set, not both")
             }
-            try adjustment.validate(at: path())
-            return .success(adjustment)
-        } catch {
-            return .failure(error)
-        }
+            return adjustment
+        })
     }
 }

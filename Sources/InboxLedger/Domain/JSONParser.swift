@@ -148,22 +148,13 @@ enum JSONParser {
         }
 
         mutating func string() throws(Failure) -> String {
-            index += 1
-            let start = index
-            // Fast path: no escapes.
-            while index < bytes.count {
-                let c = bytes[index]
-                if c == UInt8(ascii: "\"") {
-                    let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
-                    index += 1
-                    guard let s = String(utf8: slice) else { throw Failure() }
-                    return s
-                }
-                if c == UInt8(ascii: "\\") || c < 0x20 { break }
-                index += 1
+            if let plain = plainString() {  // no escapes: the bytes as they lie
+                guard let s = String(utf8: plain) else { throw Failure() }
+                return s
             }
-            var out = Array(bytes[start..<index])
-            out.reserveCapacity(out.count + 32)
+            index += 1
+            var out: [UInt8] = []
+            out.reserveCapacity(64)
             while index < bytes.count {
                 // The bytes up to the next quote, escape or control character, copied at once.
                 let run = index

@@ -143,6 +143,25 @@ struct PayloadReader {
         return true
     }
 
+    /// Reads a payload object at `depth`: `member` reads its fields in document order, `build`
+    /// makes the payload from them in the payload's own order of checks, and the payload's rules
+    /// run on it. Anything wrong with a field — or a value that is not an object — is the
+    /// returned field error; only malformed JSON is thrown.
+    mutating func payload<Key, Payload: BuiltInPayload>(
+        depth: Int, keys: KnownKeys<Key>, path: @autoclosure () -> String,
+        _ member: (inout PayloadReader, Member<Key>) throws(Failure) -> Void,
+        build: () throws(FieldError) -> Payload
+    ) throws(Failure) -> Result<Payload, FieldError> {
+        guard try members(depth: depth, keys: keys, member) else { return .failure(FieldError(field: path(), reason: "must be an object")) }
+        do throws(FieldError) {
+            let payload = try build()
+            try payload.validate(at: path())
+            return .success(payload)
+        } catch {
+            return .failure(error)
+        }
+    }
+
     /// Reads an array at `depth`, each element by `element` (at `depth + 1`, with its index);
     /// the first element's error is kept, the rest still parsed.
     mutating func array<Element>(depth: Int, field: @autoclosure () -> String,

@@ -96,30 +96,38 @@ struct MessageRecord: Hashable, Sendable {
         /// The header of a stored row; nil if the bytes are not a message row of this layout.
         init?(stored bytes: [UInt8]) {
             var r = ByteReader(bytes)
-            guard r.u8() == MessageRecord.version, let flags = r.u8(), let sent = r.u64le(), let expires = r.u64le(),
-                  let changed = r.u64le()
-            else { return nil }
+            guard let (header, _) = Header.read(&r) else { return nil }
             for _ in 0..<4 { guard let n = r.u32le(), r.take(Int(n)) != nil else { return nil } }
             guard let count = r.u32le(), count <= 10_000 else { return nil }
             for _ in 0..<(2 * count) { guard let n = r.u32le(), r.take(Int(n)) != nil else { return nil } }
             guard r.remaining == 0 else { return nil }
-            sentAt = Int64(bitPattern: sent)
-            expiresAt = flags & 4 != 0 ? Int64(bitPattern: expires) : nil
-            serverRead = flags & 8 != 0
-            localRead = flags & 16 != 0 ? flags & 32 != 0 : nil
-            changedAt = changed
+            self = header
         }
 
-        init(_ record: MessageRecord) {
-            sentAt = record.sentAt
-            expiresAt = record.expiresAt
-            serverRead = record.serverRead
-            localRead = record.localRead
-            changedAt = record.changedAt
+        /// Reads the fixed fields at the front of a stored row (version, flags, dates,
+        /// `changedAt`): the header, and the flags for what follows.
+        static func read(_ r: inout ByteReader) -> (Header, flags: UInt8)? {
+            guard r.u8() == MessageRecord.version, let flags = r.u8(), let sent = r.u64le(), let expires = r.u64le(),
+                  let changed = r.u64le()
+            else { return nil }
+            let header = Header(sentAt: Int64(bitPattern: sent), expiresAt: flags & 4 != 0 ? Int64(bitPattern: expires) : nil,
+                                serverRead: flags & 8 != 0, localRead: flags & 16 != 0 ? flags & 32 != 0 : nil, changedAt: changed)
+            return (header, flags)
         }
+
+        init(sentAt: Int64, expiresAt: Int64?, serverRead: Bool, localRead: Bool?, changedAt: UInt64) {
+            self.sentAt = sentAt
+            self.expiresAt = expiresAt
+            self.serverRead = serverRead
+            self.localRead = localRead
+            self.changedAt = changedAt
+        }
+
     }
 
-    var header: Header { Header(self) }
+    var header: Header {
+        Header(sentAt: sentAt, expiresAt: expiresAt, serverRead: serverRead, localRead: localRead, changedAt: changedAt)
+    }
 
     /// Where `changedAt` lies in the stored bytes (after version, flags, sentAt, expiresAt).
     private static let changedAtOffset = 18
@@ -146,8 +154,7 @@ struct MessageRecord: Hashable, Sendable {
 
     static func decode(_ bytes: [UInt8]) -> MessageRecord? {
         var r = ByteReader(bytes)
-        guard r.u8() == version, let flags = r.u8(), let sent = r.u64le(), let expires = r.u64le(),
-              let changed = r.u64le(), let id = r.string(), let title = r.string(), let sub = r.string(),
+        guard let (header, flags) = Header.read(&r), let id = r.string(), let title = r.string(), let sub = r.string(),
               let icon = r.string(), let count = r.u32le(), count <= 10_000
         else { return nil }
         var extras: [String: String] = [:]
@@ -158,9 +165,8 @@ struct MessageRecord: Hashable, Sendable {
         guard r.remaining == 0 else { return nil }
         return MessageRecord(
             id: id, title: title, subheading: flags & 1 != 0 ? sub : nil, iconURL: flags & 2 != 0 ? icon : nil,
-            sentAt: Int64(bitPattern: sent), expiresAt: flags & 4 != 0 ? Int64(bitPattern: expires) : nil,
-            serverRead: flags & 8 != 0, localRead: flags & 16 != 0 ? flags & 32 != 0 : nil,
-            extras: extras, changedAt: changed)
+            sentAt: header.sentAt, expiresAt: header.expiresAt, serverRead: header.serverRead, localRead: header.localRead,
+            extras: extras, changedAt: header.changedAt)
     }
 }
 
