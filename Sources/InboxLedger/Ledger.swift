@@ -81,7 +81,8 @@ public final class Ledger: Sendable {
             writeRefusal = .newerProjections(path: path, found: metadata.projectionVersion, supported: ProjectionRules.version)
         } else {
             writeRefusal = nil
-            // Rebuilt below, before the handle is returned (or the opening fails).
+            // Upgraded and rebuilt below, before the handle is returned (or the opening fails).
+            opened.formatVersion = Schema.formatVersion
             opened.projectionVersion = ProjectionRules.version
         }
         self.metadata = opened
@@ -93,6 +94,7 @@ public final class Ledger: Sendable {
         self.changeMonitor = environment.attachment("InboxLedger.ChangeMonitor") {
             ChangeMonitor(dataFile: path + "/data.mdb")
         }
+        if writeRefusal == nil, metadata.formatVersion < Schema.formatVersion { try upgradeFormat() }
         if writeRefusal == nil, metadata.projectionVersion < ProjectionRules.version { try upgradeProjections() }
     }
 

@@ -106,25 +106,11 @@ extension Ledger {
         return try read("read statistics") { txn in
             let head = try headSequence(in: txn)
             let first = try firstSequence(in: txn)
-            var byType: [String: UInt64] = [:]
-            var byOrigin: [String: UInt64] = [:]
-            try txn.withCursor(schema.counters) { cursor in
-                var entry = try cursor.first()
-                while let e = entry {
-                    let name = String(decoding: e.key, as: UTF8.self)
-                    var r = ByteReader(e.value)
-                    let value = r.u64be() ?? 0
-                    if value > 0 {
-                        if name.hasPrefix("t:") { byType[String(name.dropFirst(2))] = value }
-                        if name.hasPrefix("o:") { byOrigin[String(name.dropFirst(2))] = value }
-                    }
-                    entry = try cursor.next()
-                }
-            }
+            let counts = try EventCounts.read(meta: schema.meta, legacy: schema.counters, in: txn)
             return LedgerStatistics(
                 metadata: metadata, headSequence: head, firstSequence: first,
                 eventCount: try txn.statistics(schema.events).entries,
-                countsByType: byType, countsByOrigin: byOrigin,
+                countsByType: counts.byType, countsByOrigin: counts.byRole,
                 idempotencyKeys: try txn.statistics(schema.keys).entries,
                 fileBytes: info.fileSize, mapBytes: info.mapSize, usedBytes: info.usedBytes,
                 pageSize: info.pageSize, lastTransactionID: info.lastTransactionID,

@@ -2,12 +2,15 @@ import LMDB
 
 /// The named databases of a ledger and the keys of its metadata record (docs/format.md).
 struct Schema: Sendable {
-    /// The ledger format this library writes and the newest it reads.
-    static let formatVersion: UInt32 = 1
+    /// The ledger format this library writes and the newest it reads. Format 1 kept the event
+    /// counters in their own table; a writable opening moves them into `meta` and writes 2
+    /// (``Ledger/upgradeFormat()``); a read-only handle reads format 1 as it is.
+    static let formatVersion: UInt32 = 2
 
     static let metaName = "meta"
     static let eventsName = "events"
     static let keysName = "keys"
+    /// Format 1's event counters; kept, empty, from format 2 on (the counts live in `meta`).
     static let countersName = "counters"
     static let consumersName = "consumers"
     static let snapshotsName = "snapshots"

@@ -194,6 +194,20 @@ func openAndCount(dir: String, readOnly: Bool) {
     }
 }
 
+/// Runs the format upgrade on a format-1 ledger and SIGKILLs itself inside its transaction,
+/// just before the commit (a crash in the middle of the upgrade).
+func upgradeThenDie(dir: String) {
+    do {
+        try Ledger.upgradeFormat(path: dir) {
+            say("upgrading")
+            kill(getpid(), SIGKILL)
+        }
+        die("the upgrade committed")
+    } catch {
+        die("upgrade: \(error)")
+    }
+}
+
 // MARK: - Suspension and stopped writers
 
 /// Waits until `path` exists (a step of the test driving this process).
@@ -392,6 +406,8 @@ case "append-key":   // append-key DIR KEY DATA
     appendKey(dir: arg(2), key: arg(3), data: arg(4))
 case "open":  // open DIR [ro]
     openAndCount(dir: arg(2), readOnly: args.count > 3 && args[3] == "ro")
+case "upgrade-then-die":  // upgrade-then-die DIR
+    upgradeThenDie(dir: arg(2))
 case "compact":  // compact DIR TAIL CHUNK   (env FAULT_PHASE, FAULT_COUNT)
     compactOnce(dir: arg(2), tail: int(3), chunk: int(4))
 case "compact-loop":  // compact-loop DIR SECONDS TAIL

@@ -256,7 +256,7 @@ public final class Compactor: Sendable {
                 try txn.delete(schema.keys, key: Array(key.utf8))
             }
         }
-        try counts.apply(to: schema.counters, in: txn, subtracting: true)
+        try counts.apply(to: schema.meta, in: txn, subtracting: true)
         if trimmed > 0 { try renewLease(now: currentMicros(), in: txn) }
         return trimmed
     }

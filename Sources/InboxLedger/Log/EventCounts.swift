@@ -1,29 +1,64 @@
 import LMDB
 
 /// Events counted by type and by origin role over one transaction, then added to (appends) or
-/// taken from (trimming) the `counters` table, whose keys are `t:<type>` and `o:<role>`.
+/// taken from (trimming) the counters kept in `meta` under `count:t:<type>` and `count:o:<role>`
+/// (format 2: beside `head`, so an append dirties one leaf for both; docs/format.md).
 struct EventCounts {
     private var byType: [String: UInt64] = [:]
     private var byRole: [String: UInt64] = [:]
+
+    /// Where a counter lives: `meta`, under this prefix.
+    static let metaPrefix = Array("count:".utf8)
 
     mutating func count(type: String, role: String) {
         byType[type, default: 0] += 1
         byRole[role, default: 0] += 1
     }
 
-    /// Adds the counts to the table, or subtracts them (a count that reaches 0 is removed).
-    func apply(to table: Database, in txn: Transaction, subtracting: Bool = false) throws {
+    /// Adds the counts to `meta`, or subtracts them (a count that reaches 0 is removed).
+    func apply(to meta: Database, in txn: Transaction, subtracting: Bool = false) throws {
         let deltas = byType.map { ("t:" + $0.key, $0.value) } + byRole.map { ("o:" + $0.key, $0.value) }
         for (name, delta) in deltas {
-            let key = Array(name.utf8)
-            let current = try txn.readUInt64(table, key) ?? 0
+            let key = Self.metaPrefix + Array(name.utf8)
+            let current = try txn.readUInt64(meta, key) ?? 0
             if !subtracting {
-                try txn.writeUInt64(table, key, current + delta)
+                try txn.writeUInt64(meta, key, current + delta)
             } else if current > delta {
-                try txn.writeUInt64(table, key, current - delta)
+                try txn.writeUInt64(meta, key, current - delta)
             } else {
-                try txn.delete(table, key: key)
+                try txn.delete(meta, key: key)
             }
         }
+    }
+
+    /// The stored counts by type and by origin role: `meta`'s `count:` rows, plus the rows of
+    /// the `counters` table a format-1 ledger keeps them in (empty from format 2 on; a
+    /// read-only handle on a format-1 ledger reads them there, a writable opening moves them:
+    /// ``Ledger/upgradeFormat()``).
+    static func read(meta: Database, legacy: Database, in txn: Transaction) throws -> (byType: [String: UInt64], byRole: [String: UInt64]) {
+        var byType: [String: UInt64] = [:]
+        var byRole: [String: UInt64] = [:]
+        func add(_ name: ArraySlice<UInt8>, _ value: [UInt8]) {
+            var r = ByteReader(value)
+            guard value.count == 8, let count = r.u64be(), count > 0 else { return }
+            let text = String(decoding: name.dropFirst(2), as: UTF8.self)
+            if name.starts(with: "t:".utf8) { byType[text, default: 0] += count }
+            if name.starts(with: "o:".utf8) { byRole[text, default: 0] += count }
+        }
+        try txn.withCursor(meta) { cursor in
+            var entry = try cursor.seek(atLeast: metaPrefix)
+            while let e = entry, e.key.starts(with: metaPrefix) {
+                add(e.key[metaPrefix.count...], e.value)
+                entry = try cursor.next()
+            }
+        }
+        try txn.withCursor(legacy) { cursor in
+            var entry = try cursor.first()
+            while let e = entry {
+                add(e.key[...], e.value)
+                entry = try cursor.next()
+            }
+        }
+        return (byType, byRole)
     }
 }

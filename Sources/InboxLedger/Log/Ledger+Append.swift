@@ -270,9 +270,10 @@ extension Ledger {
         }
         try projector.finish()
         // A commit that appended nothing (a consumer's cursor move, a heartbeat, only retries)
-        // leaves `meta` alone: one page fewer to write and sync.
+        // leaves `meta` alone: one page fewer to write and sync. The head and the counters
+        // share `meta`'s leaf: an append dirties one page for both.
         if head != startHead { try txn.writeUInt64(schema.meta, Schema.MetaKey.head, head) }
-        try counts.apply(to: schema.counters, in: txn)
+        try counts.apply(to: schema.meta, in: txn)
         return outcomes
     }
 

@@ -1,0 +1,49 @@
+import LMDB
+
+extension Ledger {
+    /// Brings a ledger written by an older format up to ``Schema/formatVersion`` in one write
+    /// transaction, unless another process did it first. Called by a writable opening before
+    /// the handle is returned; a crash or a power cut before the commit leaves the old format
+    /// whole, and the next writable opening starts again.
+    ///
+    /// Format 1 → 2: the `counters` table's rows move into `meta` under `count:` (one leaf for
+    /// the head and the counters, one page fewer per append) and the table is emptied. A library
+    /// of format 1 then refuses the ledger (``LedgerError/newerFormat(path:found:supported:)``).
+    func upgradeFormat() throws(LedgerError) {
+        try write("upgrade format", durability: .durable) { txn in try Ledger.upgradeFormat(schema, in: txn) }
+    }
+
+    /// Runs the upgrade on the ledger in `path` without a `Ledger` handle (whose opening would
+    /// upgrade at once), calling `beforeCommit` inside the transaction just before it commits:
+    /// the crash tests kill the process there.
+    @_spi(Testing) public static func upgradeFormat(path: String, beforeCommit: () -> Void) throws {
+        var configuration = EnvironmentConfiguration()
+        configuration.databases = Dictionary(uniqueKeysWithValues: Schema.allNames.map { ($0, DatabaseFlags()) })
+        let environment = try Environment.open(directory: path, configuration: configuration)
+        let schema = try Schema(environment)
+        try environment.write { txn in
+            try upgradeFormat(schema, in: txn)
+            beforeCommit()
+        }
+    }
+
+    static func upgradeFormat(_ schema: Schema, in txn: Transaction) throws {
+        guard let bytes = try txn.get(schema.meta, key: Schema.MetaKey.format), bytes.count == 4 else { return }
+        var r = ByteReader(bytes)
+        guard let stored = r.u32le(), stored < Schema.formatVersion else { return }
+        let rows = try txn.withCursor(schema.counters) { cursor in
+            var rows: [Entry] = []
+            var entry = try cursor.first()
+            while let e = entry {
+                rows.append(e)
+                entry = try cursor.next()
+            }
+            return rows
+        }
+        for row in rows { try txn.put(schema.meta, key: EventCounts.metaPrefix + row.key, value: row.value) }
+        try txn.removeAll(schema.counters)
+        var w = ByteWriter(capacity: 4)
+        w.u32le(Schema.formatVersion)
+        try txn.put(schema.meta, key: Schema.MetaKey.format, value: w.bytes)
+    }
+}

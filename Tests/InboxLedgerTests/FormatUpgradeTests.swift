@@ -1,0 +1,167 @@
+import Foundation
+import Testing
+import TestSupport
+@testable @_spi(Testing) import InboxLedger
+import LMDB
+
+/// Format 1 → 2: the event counters move from their own table into `meta`. A writable opening
+/// upgrades in one transaction (once, whichever process gets there first); a read-only opening
+/// reads format 1 as it is and writes nothing; a crash inside the upgrade leaves format 1 whole;
+/// the counts are the same before, after, and from then on.
+@Suite struct FormatUpgradeTests {
+    let agent = Processes.product("LedgerTestAgent")
+
+    /// The counts by type and by role of the events in the log, counted by reading it (the
+    /// model the stored counters must equal).
+    func countedFromTheLog(_ ledger: Ledger) throws -> (byType: [String: UInt64], byRole: [String: UInt64]) {
+        var byType: [String: UInt64] = [:]
+        var byRole: [String: UInt64] = [:]
+        var after: UInt64 = 0
+        while true {
+            let page = try ledger.events(after: after, limit: 500)
+            guard let last = page.last else { return (byType, byRole) }
+            for event in page {
+                byType[event.type, default: 0] += 1
+                byRole[event.origin.role, default: 0] += 1
+            }
+            after = last.sequence
+        }
+    }
+
+    func expectCountsMatchTheLog(_ ledger: Ledger, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let statistics = try ledger.statistics()
+        let model = try countedFromTheLog(ledger)
+        #expect(statistics.countsByType == model.byType, sourceLocation: sourceLocation)
+        #expect(statistics.countsByOrigin == model.byRole, sourceLocation: sourceLocation)
+    }
+
+    /// What the stored layout holds: the format version, the rows of the `counters` table, the
+    /// `count:` rows of `meta`.
+    func stored(_ path: String) throws -> (format: UInt32, table: Int, meta: Int) {
+        var configuration = EnvironmentConfiguration()
+        configuration.readOnly = true
+        configuration.databases = ["meta": DatabaseFlags(), "counters": DatabaseFlags()]
+        let environment = try Environment.open(directory: path, configuration: configuration)
+        let meta = try environment.database("meta")
+        let counters = try environment.database("counters")
+        return try environment.read { txn in
+            let stored = try txn.get(meta, key: Array("format-version".utf8))
+            let format = try #require(stored)
+            let metaRows = try txn.withCursor(meta) { cursor in
+                var n = 0
+                var entry = try cursor.seek(atLeast: Array("count:".utf8))
+                while let e = entry, e.key.starts(with: "count:".utf8) { n += 1; entry = try cursor.next() }
+                return n
+            }
+            return (UInt32(format[0]) | UInt32(format[1]) << 8, try txn.statistics(counters).entries, metaRows)
+        }
+    }
+
+    /// A ledger of mixed events from three roles, part of it trimmed (so counts were also
+    /// subtracted), closed, then rewritten to format 1's layout: the counters in their own
+    /// table under `t:`/`o:`, `format-version` 1. Returns the statistics' counts.
+    func formatOneLedger(_ path: String) throws -> LedgerStatistics {
+        do {
+            let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
+            try appendMixed(ledger, count: 300, seed: 11)
+            let widget = try Ledger(path: path, options: LedgerOptions(role: "widget"))
+            try appendMixed(widget, count: 120, seed: 12)
+            try Compactor(ledger: ledger, policy: policy(tail: 200, chunk: 50)).runOnce()
+            let ext = try Ledger(path: path, options: LedgerOptions(role: "notification-ext"))
+            try appendMixed(ext, count: 40, seed: 13)
+        }
+        var configuration = EnvironmentConfiguration()
+        configuration.databases = ["meta": DatabaseFlags(), "counters": DatabaseFlags()]
+        let environment = try Environment.open(directory: path, configuration: configuration)
+        let meta = try environment.database("meta")
+        let counters = try environment.database("counters")
+        try environment.write { txn in
+            let prefix = Array("count:".utf8)
+            let rows = try txn.withCursor(meta) { cursor in
+                var rows: [Entry] = []
+                var entry = try cursor.seek(atLeast: prefix)
+                while let e = entry, e.key.starts(with: prefix) { rows.append(e); entry = try cursor.next() }
+                return rows
+            }
+            for row in rows {
+                try txn.put(counters, key: Array(row.key.dropFirst(prefix.count)), value: row.value)
+                try txn.delete(meta, key: row.key)
+            }
+            try txn.put(meta, key: Array("format-version".utf8), value: [1, 0, 0, 0])
+        }
+        var readOnly = LedgerOptions(role: "probe")
+        readOnly.readOnly = true
+        return try Ledger(path: path, options: readOnly).statistics()
+    }
+
+    @Test func aWritableOpeningMovesTheCountersIntoMeta() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        let before = try formatOneLedger(path)
+        let n = before.countsByType.count + before.countsByOrigin.count
+        #expect(before.countsByOrigin.keys.sorted() == ["app", "notification-ext", "widget"])
+        #expect(before.countsByType.count >= 4, "\(before.countsByType)")
+        #expect(try stored(path) == (1, n, 0))
+
+        // A read-only opening reads format 1 as it is and writes nothing.
+        var readOnly = LedgerOptions(role: "widget")
+        readOnly.readOnly = true
+        let bytes = try #require(fileBytes(path + "/data.mdb"))
+        do {
+            let reader = try Ledger(path: path, options: readOnly)
+            #expect(reader.metadata.formatVersion == 1)
+            try expectCountsMatchTheLog(reader)
+        }
+        #expect(fileBytes(path + "/data.mdb") == bytes, "the read-only opening wrote something")
+
+        let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
+        #expect(ledger.metadata.formatVersion == 2)
+        #expect(try stored(path) == (2, 0, n))
+        let after = try ledger.statistics()
+        #expect(after.countsByType == before.countsByType)
+        #expect(after.countsByOrigin == before.countsByOrigin)
+
+        // From then on appends and trims keep the counts in `meta`, equal to the log's.
+        try appendMixed(ledger, count: 50, seed: 14)
+        let newcomer = try Ledger(path: path, options: LedgerOptions(role: "intents"))
+        try appendMixed(newcomer, count: 10, seed: 15)
+        try expectCountsMatchTheLog(ledger)
+        try Compactor(ledger: ledger, policy: policy(tail: 30, chunk: 40)).runOnce()
+        try expectCountsMatchTheLog(ledger)
+        #expect(try stored(path).table == 0)
+        #expect(try ledger.verify().isHealthy)
+    }
+
+    @Test func concurrentOpeningsUpgradeOnce() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        let before = try formatOneLedger(path)
+        let n = before.countsByType.count + before.countsByOrigin.count
+        let openers = try (0..<4).map { _ in try Processes.start(agent, ["open", path]) }
+        for opener in openers { #expect(try opener.wait().status == 0) }
+        #expect(try stored(path) == (2, 0, n))
+        let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
+        #expect(try ledger.statistics().countsByType == before.countsByType)
+        #expect(try ledger.statistics().countsByOrigin == before.countsByOrigin)
+        try expectCountsMatchTheLog(ledger)
+    }
+
+    @Test func aCrashInsideTheUpgradeLeavesFormatOneWhole() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        let before = try formatOneLedger(path)
+        let n = before.countsByType.count + before.countsByOrigin.count
+        let result = try Processes.run(agent, ["upgrade-then-die", path])
+        #expect(result.signalled && result.status == SIGKILL, "the agent was to die inside the upgrade: \(result)")
+        #expect(result.stdout.contains("upgrading"))
+        #expect(try stored(path) == (1, n, 0), "a crash inside the upgrade left part of it")
+
+        var readOnly = LedgerOptions(role: "probe")
+        readOnly.readOnly = true
+        #expect(try Ledger(path: path, options: readOnly).statistics().countsByType == before.countsByType)
+        let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
+        #expect(try stored(path) == (2, 0, n))
+        #expect(try ledger.statistics().countsByOrigin == before.countsByOrigin)
+        try expectCountsMatchTheLog(ledger)
+    }
+}
