@@ -73,7 +73,7 @@ let package = Package(
         .target(name: "CIORecorder", path: "Sources/CIORecorder", linkerSettings: [.linkedLibrary("dl")]),
         .executableTarget(
             name: "ledger-crash-states",
-            dependencies: ["InboxLedger", "TestSupport", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["InboxLedger", "LMDB", "TestSupport", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Tools/ledger-crash-states"
         ),
         // libFuzzer target for the decoders of untrusted bytes, and its corpus replayer (`make fuzz`).

@@ -15,7 +15,7 @@ import TestSupport
         let out = try Processes.run(explorer, ["--quick", "--seed", "7", "--directory", dir.path], timeout: 600)
         #expect(out.status == 0 && !out.signalled, "\(out.stdout)\n\(out.stderr)")
         #expect(out.stdout.contains(" 0 failed (acknowledged"), "\(out.stdout)")
-        for scenario in ["creation", "interrupted-creation", "durable", "single-sync", "mixed", "group-commit", "map-growth", "compaction"] {
+        for scenario in ["creation", "interrupted-creation", "durable", "single-sync", "mixed", "format-upgrade", "group-commit", "map-growth", "compaction"] {
             #expect(out.stdout.contains(scenario), "scenario \(scenario) did not run: \(out.stdout)")
         }
     }

@@ -9,11 +9,13 @@
 // subset or prefix of the writes since (page by page) — and checks each in a child process:
 // it opens (or gets a typed error, never a signal or a hang), verify passes, every event a
 // durable writer had acknowledged before the cut is present exactly once at its sequence
-// (and so is everything committed before it: LMDB's history is linear), and no batch is partial.
+// (and so is everything committed before it: LMDB's history is linear), no batch is partial,
+// and the counters by type and origin equal the log's.
 // Exit status 0 when every state passed.
 import ArgumentParser
 import Foundation
 import InboxLedger
+import LMDB
 import TestSupport
 
 #if canImport(Glibc)
@@ -45,6 +47,9 @@ struct Scenario {
     /// What `data.mdb` holds before the scenario starts (nil: no file): a creation a power cut
     /// interrupted earlier, which the first writer finishes (empties, then creates).
     var initialData: [UInt8]? = nil
+    /// Start from a format-1 ledger (`initialData` is then ignored): the first writable opening
+    /// upgrades it to format 2 while the writers append (docs/format.md, "Format versions").
+    var fromFormatOne = false
     /// The durability floor the ledger is created with (nil: the default, `singleSync`).
     var floor: LedgerDurability? = nil
     /// Not part of the promise (run only when named): a ledger created with floor `none`,
@@ -65,6 +70,9 @@ let scenarios: [Scenario] = [
         Writer(role: "widget", mode: .singleSync, batches: 12),
         Writer(role: "ext", mode: .none, batches: 12),
     ]),
+    Scenario(name: "format-upgrade", writers: [
+        Writer(role: "app", mode: .durable, batches: 6), Writer(role: "widget", mode: .singleSync, batches: 6),
+    ], fromFormatOne: true),
     Scenario(name: "group-commit", writers: [Writer(role: "app", mode: .durable, batches: 8, threads: 4)]),
     Scenario(name: "map-growth", writers: [Writer(role: "app", mode: .durable, batches: 30, pad: 900)], initialMap: 64 << 10),
     Scenario(name: "compaction", writers: [Writer(role: "app", mode: .durable, batches: 30, pad: 200)], compacts: true),
@@ -73,6 +81,37 @@ let scenarios: [Scenario] = [
         Writer(role: "ext", mode: .none, batches: 24),
     ], floor: LedgerDurability.none, unsafe: true),
 ]
+
+/// A format-1 ledger in `path`: 40 events of two roles (type `crash.seed`), closed, then
+/// rewritten to format 1's layout — the counters in their own table under `t:`/`o:` instead of
+/// `meta`'s `count:` rows, `format-version` 1. Returns its data.mdb.
+func formatOneLedger(_ path: String) throws -> [UInt8] {
+    for role in ["app", "widget"] {
+        let ledger = try Ledger(path: path, options: LedgerOptions(role: role))
+        _ = try ledger.append(contentsOf: (0..<20).map { i in NewEvent(type: "crash.seed", payload: Array(#"{"i":\#(i)}"#.utf8)) })
+    }
+    var configuration = EnvironmentConfiguration()
+    configuration.databases = ["meta": DatabaseFlags(), "counters": DatabaseFlags()]
+    let environment = try Environment.open(directory: path, configuration: configuration)
+    let meta = try environment.database("meta")
+    let counters = try environment.database("counters")
+    let prefix = Array("count:".utf8)
+    try environment.write { txn in
+        let rows = try txn.withCursor(meta) { cursor in
+            var rows: [Entry] = []
+            var entry = try cursor.seek(atLeast: prefix)
+            while let e = entry, e.key.starts(with: prefix) { rows.append(e); entry = try cursor.next() }
+            return rows
+        }
+        guard rows.count == 3 else { throw Failure("format-1 seed: expected 3 counters, found \(rows.count)") }
+        for row in rows {
+            try txn.put(counters, key: Array(row.key.dropFirst(prefix.count)), value: row.value)
+            _ = try txn.delete(meta, key: row.key)
+        }
+        try txn.put(meta, key: Array("format-version".utf8), value: [1, 0, 0, 0])
+    }
+    return [UInt8](try Data(contentsOf: URL(fileURLWithPath: path + "/data.mdb")))
+}
 
 // MARK: - The recorded log
 
@@ -207,7 +246,12 @@ func checkMain(_ a: [String]) -> Int32 {
         var present: [UInt64: (w: String, b: Int, n: Int, k: Int)] = [:]
         var groups: [String: Set<Int>] = [:]
         var seen = Set<String>()
-        for event in try ledger.events(after: 0, limit: 1_000_000) where event.type == "crash.test" {
+        var byType: [String: UInt64] = [:]
+        var byRole: [String: UInt64] = [:]
+        for event in try ledger.events(after: 0, limit: 1_000_000) {
+            byType[event.type, default: 0] += 1
+            byRole[event.origin.role, default: 0] += 1
+            guard event.type == "crash.test" else { continue }
             guard case .object(let f)? = try? JSONValue(from: event.payload),
                   case .string(let w)? = f["w"], case .integer(let b)? = f["b"], case .integer(let n)? = f["n"], case .integer(let k)? = f["k"] else {
                 print("FAIL: unreadable payload at \(event.sequence)")
@@ -237,6 +281,12 @@ func checkMain(_ a: [String]) -> Int32 {
             }
         }
         if try ledger.headSequence() < horizon { print("FAIL: head below the acknowledged \(horizon)"); return 1 }
+        // The counters by type and origin are written in the transactions that append and trim.
+        let statistics = try ledger.statistics()
+        guard statistics.countsByType == byType, statistics.countsByOrigin == byRole else {
+            print("FAIL: counters \(statistics.countsByType) \(statistics.countsByOrigin) differ from the log's \(byType) \(byRole)")
+            return 1
+        }
         print("ok")
         return 0
     } catch {
@@ -268,7 +318,8 @@ func explore(_ scenario: Scenario, root: String, cuts: Int, subsets: Int, verbos
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
     let ledgerPath = dir + "/ledger"
     try FileManager.default.createDirectory(atPath: ledgerPath, withIntermediateDirectories: true)
-    if let initial = scenario.initialData {
+    let initialData = scenario.fromFormatOne ? try formatOneLedger(dir + "/format-1") : scenario.initialData
+    if let initial = initialData {
         _ = FileManager.default.createFile(atPath: ledgerPath + "/data.mdb", contents: Data(initial))
     }
     let recorder = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("libLedgerIORecorder.so").path
@@ -324,7 +375,7 @@ func explore(_ scenario: Scenario, root: String, cuts: Int, subsets: Int, verbos
             }
         }
         for keep in keeps {
-            let file = materialise(ops, cut: cut, initial: scenario.initialData ?? [], keep: keep)
+            let file = materialise(ops, cut: cut, initial: initialData ?? [], keep: keep)
             var hasher = Hasher()
             hasher.combine(file)
             hasher.combine(acks)
