@@ -164,4 +164,47 @@ import LMDB
         #expect(try ledger.statistics().countsByOrigin == before.countsByOrigin)
         try expectCountsMatchTheLog(ledger)
     }
+
+    @Test(.enabled(if: canMount, "needs root and mount"))
+    func anUpgradeOnAFullDiskIsAllOrNothing() throws {
+        let dir = TemporaryDirectory()
+        let mount = try TmpfsMount(in: dir, name: "small", size: "4m")
+        defer { withExtendedLifetime(mount) {} }
+        // A compacted copy of a format-1 ledger: no free pages, so the upgrade must grow the file.
+        let source = dir.child("format-1")
+        let before = try formatOneLedger(source)
+        let n = before.countsByType.count + before.countsByOrigin.count
+        let path = mount.path + "/ledger"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        var configuration = EnvironmentConfiguration()
+        configuration.readOnly = true
+        try Environment.open(directory: source, configuration: configuration).copy(to: path, flags: .compact)
+        #expect(try stored(path) == (1, n, 0))  // and lock.mdb exists: only the upgrade needs space
+        // Fill every free byte of the file system.
+        let ballast = mount.path + "/ballast"
+        let fd = open(ballast, O_WRONLY | O_CREAT, 0o644)
+        try #require(fd >= 0)
+        let chunk = [UInt8](repeating: 1, count: 4096)
+        while chunk.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == chunk.count {}
+        close(fd)
+
+        // The upgrade fails typed, with nothing written; read-only openings still read format 1.
+        let bytes = try #require(fileBytes(path + "/data.mdb"))
+        #expect(throws: LedgerError.self) { try Ledger(path: path, options: LedgerOptions(role: "app")) }
+        do {
+            _ = try Ledger(path: path, options: LedgerOptions(role: "app"))
+        } catch {
+            guard case .storeFull = error else { Issue.record("expected storeFull, got \(error)"); return }
+        }
+        #expect(fileBytes(path + "/data.mdb") == bytes, "the failed upgrade wrote something")
+        var readOnly = LedgerOptions(role: "widget")
+        readOnly.readOnly = true
+        try expectCountsMatchTheLog(try Ledger(path: path, options: readOnly))
+        // Once space is freed, the next writable opening upgrades.
+        try FileManager.default.removeItem(atPath: ballast)
+        let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
+        #expect(try stored(path) == (2, 0, n))
+        try expectCountsMatchTheLog(ledger)
+        #expect(try ledger.verify().isHealthy)
+    }
 }
