@@ -40,7 +40,7 @@ let package = Package(
         ),
         // A helper the tests spawn as real writer / reader / crash-victim processes.
         .executableTarget(name: "LedgerTestAgent", dependencies: ["InboxLedger", "LMDB", "TestSupport"], path: "Tests/LedgerTestAgent"),
-        .target(name: "TestSupport", dependencies: ["InboxLedger"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["InboxLedger", "LMDB"], path: "Tests/TestSupport"),
         // Every Swift snippet of README.md and docs/, compiled (DocumentationTests checks they match).
         .target(name: "DocSnippets", dependencies: ["InboxLedger"], path: "Tests/DocSnippets"),
         .testTarget(name: "LMDBTests", dependencies: ["LMDB", "CLMDB", "TestSupport", "LedgerTestAgent"]),
@@ -73,7 +73,7 @@ let package = Package(
         .target(name: "CIORecorder", path: "Sources/CIORecorder", linkerSettings: [.linkedLibrary("dl")]),
         .executableTarget(
             name: "ledger-crash-states",
-            dependencies: ["InboxLedger", "LMDB", "TestSupport", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["InboxLedger", "TestSupport", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Tools/ledger-crash-states"
         ),
         // libFuzzer target for the decoders of untrusted bytes, and its corpus replayer (`make fuzz`).

@@ -70,25 +70,7 @@ import LMDB
             let ext = try Ledger(path: path, options: LedgerOptions(role: "notification-ext"))
             try appendMixed(ext, count: 40, seed: 13)
         }
-        var configuration = EnvironmentConfiguration()
-        configuration.databases = ["meta": DatabaseFlags(), "counters": DatabaseFlags()]
-        let environment = try Environment.open(directory: path, configuration: configuration)
-        let meta = try environment.database("meta")
-        let counters = try environment.database("counters")
-        try environment.write { txn in
-            let prefix = Array("count:".utf8)
-            let rows = try txn.withCursor(meta) { cursor in
-                var rows: [Entry] = []
-                var entry = try cursor.seek(atLeast: prefix)
-                while let e = entry, e.key.starts(with: prefix) { rows.append(e); entry = try cursor.next() }
-                return rows
-            }
-            for row in rows {
-                try txn.put(counters, key: Array(row.key.dropFirst(prefix.count)), value: row.value)
-                try txn.delete(meta, key: row.key)
-            }
-            try txn.put(meta, key: Array("format-version".utf8), value: [1, 0, 0, 0])
-        }
+        _ = try rewriteAsFormatOne(path)
         var readOnly = LedgerOptions(role: "probe")
         readOnly.readOnly = true
         return try Ledger(path: path, options: readOnly).statistics()

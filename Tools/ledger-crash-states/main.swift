@@ -15,7 +15,6 @@
 import ArgumentParser
 import Foundation
 import InboxLedger
-import LMDB
 import TestSupport
 
 #if canImport(Glibc)
@@ -83,33 +82,14 @@ let scenarios: [Scenario] = [
 ]
 
 /// A format-1 ledger in `path`: 40 events of two roles (type `crash.seed`), closed, then
-/// rewritten to format 1's layout — the counters in their own table under `t:`/`o:` instead of
-/// `meta`'s `count:` rows, `format-version` 1. Returns its data.mdb.
+/// rewritten to format 1's layout (`rewriteAsFormatOne`). Returns its data.mdb.
 func formatOneLedger(_ path: String) throws -> [UInt8] {
     for role in ["app", "widget"] {
         let ledger = try Ledger(path: path, options: LedgerOptions(role: role))
         _ = try ledger.append(contentsOf: (0..<20).map { i in NewEvent(type: "crash.seed", payload: Array(#"{"i":\#(i)}"#.utf8)) })
     }
-    var configuration = EnvironmentConfiguration()
-    configuration.databases = ["meta": DatabaseFlags(), "counters": DatabaseFlags()]
-    let environment = try Environment.open(directory: path, configuration: configuration)
-    let meta = try environment.database("meta")
-    let counters = try environment.database("counters")
-    let prefix = Array("count:".utf8)
-    try environment.write { txn in
-        let rows = try txn.withCursor(meta) { cursor in
-            var rows: [Entry] = []
-            var entry = try cursor.seek(atLeast: prefix)
-            while let e = entry, e.key.starts(with: prefix) { rows.append(e); entry = try cursor.next() }
-            return rows
-        }
-        guard rows.count == 3 else { throw Failure("format-1 seed: expected 3 counters, found \(rows.count)") }
-        for row in rows {
-            try txn.put(counters, key: Array(row.key.dropFirst(prefix.count)), value: row.value)
-            _ = try txn.delete(meta, key: row.key)
-        }
-        try txn.put(meta, key: Array("format-version".utf8), value: [1, 0, 0, 0])
-    }
+    let moved = try rewriteAsFormatOne(path)
+    guard moved == 3 else { throw Failure("format-1 seed: expected 3 counters, found \(moved)") }
     return [UInt8](try Data(contentsOf: URL(fileURLWithPath: path + "/data.mdb")))
 }
 
