@@ -24,8 +24,9 @@ public struct CompactionPolicy: Sendable, Hashable {
     public var pauseBetweenChunksMicros: Int = 200
     /// Snapshots kept (the newest ones; at least 1).
     public var keepSnapshots: Int = 2
-    /// An idempotency key is remembered at least this long after its event, even once the
-    /// event is trimmed (and always while the event is in the log).
+    /// An idempotency key is remembered while its event is in the log, and then at least this
+    /// long after both its stamp and the compaction that trimmed its event (by the compacting
+    /// process's clock): a writer whose clock is behind cannot shorten the window.
     public var keyRetentionSeconds: Double = 7 * 86_400
 
     /// The default policy (the values above).
@@ -63,7 +64,7 @@ public struct CompactionReport: Sendable, Hashable {
     public var trimmed: ClosedRange<UInt64>?
     /// How many events that is.
     public var eventsTrimmed: Int
-    /// Idempotency keys forgotten (past the key window, their events trimmed).
+    /// Idempotency keys this run forgot (their events trimmed, past the key window): every one.
     public var keysForgotten: Int
     /// Old snapshots deleted.
     public var snapshotsDeleted: Int

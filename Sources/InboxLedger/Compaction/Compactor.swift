@@ -227,9 +227,14 @@ public final class Compactor: Sendable {
     }
 
     /// Deletes up to a chunk of events with sequence ≤ `through`; returns how many.
+    ///
+    /// The idempotency keys of the trimmed events are kept and re-stamped with
+    /// max(their stamp, `now`): a key's window runs from the later of its writer's stamp and the
+    /// moment a compactor trimmed its event, by the compactor's clock. So a writer whose clock
+    /// is behind cannot make a key expire early (its retry would be appended twice); only
+    /// ``sweepKeys(now:)`` forgets keys, and it counts them.
     private func trimChunk(through: UInt64, now: Int64, in txn: Transaction) throws -> Int {
         let schema = ledger.schema
-        let cutoff = now - Int64(policy.keyRetentionSeconds * 1_000_000)
         var counts = EventCounts()
         var keys: [(key: String, sequence: UInt64)] = []
         // One pass of the cursor: each record is deleted where the cursor stands (no second
@@ -251,9 +256,10 @@ public final class Compactor: Sendable {
             return trimmed
         }
         for (key, seq) in keys {
-            if let bytes = try txn.get(schema.keys, key: Array(key.utf8)), let stored = KeyRecord.decode(bytes),
-               stored.sequence == seq, stored.time < cutoff {
-                try txn.delete(schema.keys, key: Array(key.utf8))
+            if let bytes = try txn.get(schema.keys, key: Array(key.utf8)), var stored = KeyRecord.decode(bytes),
+               stored.sequence == seq, stored.time < now {
+                stored.time = now
+                try txn.put(schema.keys, key: Array(key.utf8), value: stored.encode())
             }
         }
         try counts.apply(to: schema.meta, in: txn, subtracting: true)
@@ -261,7 +267,8 @@ public final class Compactor: Sendable {
         return trimmed
     }
 
-    /// Forgets keys whose event is trimmed and whose window has passed, a chunk per transaction.
+    /// Forgets keys whose event is trimmed and whose window has passed, a chunk per transaction;
+    /// returns how many (the report's `keysForgotten`: every key a run forgets is forgotten here).
     private func sweepKeys(now: Int64) throws(LedgerError) -> Int {
         let cutoff = now - Int64(policy.keyRetentionSeconds * 1_000_000)
         var position: [UInt8] = []
