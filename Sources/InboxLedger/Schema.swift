@@ -44,7 +44,12 @@ struct Schema: Sendable {
         consumers = try environment.database(Schema.consumersName)
         snapshots = try environment.database(Schema.snapshotsName)
         var projections: [ProjectionTable: Database] = [:]
-        for table in ProjectionTable.allCases { projections[table] = try environment.database(table.rawValue) }
+        for table in ProjectionTable.allCases {
+            // A table added by newer rules is absent from a ledger an older library wrote until a
+            // writable opening creates it; a read-only handle reads it as empty.
+            if table.addedByNewerRules, !environment.hasDatabase(table.rawValue) { continue }
+            projections[table] = try environment.database(table.rawValue)
+        }
         self.projections = projections
     }
 

@@ -187,6 +187,16 @@ private enum TreeDecoder {
                 }
                 try adjustment.validate(at: f.path)
                 return .badgeAdjusted(adjustment)
+            case .messageRemoved:
+                let removal = MessageRemoval(ids: try f.strings("ids") ?? [])
+                try removal.validate(at: f.path)
+                return .messageRemoved(removal)
+            case .pushReceived:
+                let messageID = try f.string("messageID")
+                let message = try f.optional("message").map { (value) throws(FieldError) in try Self.message(try Fields(value, path: f.at("message"))) }
+                let push = PushReceived(messageID: messageID, message: message, badge: try f.optionalInteger("badge").map { Int($0) })
+                try push.validate(at: f.path)
+                return .pushReceived(push)
             }
         } catch {
             throw .invalidEvent(index: 0, field: error.field, reason: error.reason)
@@ -303,6 +313,11 @@ private enum Generator {
         case .badgeAdjusted:
             let number = { (rng: inout RNG) in pick(["1", "-3", "0", "2.0", "1000001", "-1000000", "1e2"], &rng) }
             body = object([("delta", number), ("set", number)], &rng)
+        case .messageRemoved:
+            body = object([("ids", { rng in array(id, &rng) })], &rng)
+        case .pushReceived:
+            let number = { (rng: inout RNG) in pick(["1", "0", "3.0", "1000001", "-1", "1e2"], &rng) }
+            body = object([("messageID", id), ("message", message), ("badge", number)], &rng)
         }
         return chance(2, &rng) ? body + pick([" ", "x", "}", " {}"], &rng) : body
     }

@@ -132,6 +132,31 @@ func holdReader(dir: String) {
     }
 }
 
+/// Takes reader slots of the ledger's lock file — nested read transactions of a read-only
+/// environment with the ledger's configuration (126 slots) — until it holds `limit` or no slot
+/// is free; prints "holding N" and keeps them until killed.
+func holdReaders(dir: String, limit: Int) {
+    var config = EnvironmentConfiguration()
+    config.readOnly = true
+    func nest(_ env: Environment, _ held: Int) throws {
+        if held == limit { park(held) }
+        do {
+            try env.read { _ in try nest(env, held + 1) }
+        } catch LMDBError.readersFull {
+            park(held)
+        }
+    }
+    func park(_ held: Int) -> Never {
+        say("holding \(held)")
+        while true { sleep(1000) }
+    }
+    do {
+        try nest(try Environment.open(directory: dir, configuration: config), 0)
+    } catch {
+        die("hold-readers: \(error)")
+    }
+}
+
 /// Appends one event with an idempotency key; prints its sequence or the error.
 func appendKey(dir: String, key: String, data: String) {
     let ledger = openLedger(dir, role: "agent")
@@ -381,6 +406,43 @@ func widgetReader(dir: String, seconds: Double) {
     say("reads \(reads)")
 }
 
+/// The host app's action queue as docs/apps.md writes it (`Consumer.batches`), completing
+/// each widget action, while another task suspends and resumes the process `cycles` times.
+/// Exits once `expected` actions were completed and every cycle ran; prints "completed N".
+func batchConsumer(dir: String, name: String, expected: Int, cycles: Int) async {
+    let ledger = openLedger(dir, role: "app", durability: "none")
+    let host: Consumer
+    do { host = try ledger.consumer(named: name) } catch { die("consumer: \(error)") }
+    let toggler = Task.detached {
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<cycles {
+            try? await Task.sleep(for: .microseconds(Int.random(in: 0...3000, using: &rng)))
+            // A transaction that does not end in time leaves the process suspended all the same.
+            do { try Ledger.suspend() } catch { say("suspend: \(error)") }
+            try? await Task.sleep(for: .microseconds(Int.random(in: 0...3000, using: &rng)))
+            Ledger.resume()
+        }
+    }
+    var completed = 0
+    do {
+        for try await batch in host.batches(limit: 7) {
+            var completions: [NewEvent] = []
+            for event in batch.events where event.type == BuiltInEventType.widgetAction.rawValue {
+                guard case .widgetAction(let action) = try DomainEvent.decode(type: event.type, payload: event.payload) else { continue }
+                completions.append(try DomainEvent.actionCompleted(ActionCompletion(actionID: action.actionID, outcome: .done)).newEvent())
+            }
+            let receipt = try await host.commit(batch, appending: completions)
+            if !receipt.notes.isEmpty { die("completed twice: \(receipt.notes)") }
+            completed += completions.count
+            if completed >= expected { break }
+        }
+    } catch {
+        die("queue: \(error)")
+    }
+    await toggler.value
+    say("completed \(completed)")
+}
+
 let args = CommandLine.arguments
 guard args.count >= 3 else { die("usage: LedgerTestAgent <mode> <dir> …") }
 func arg(_ i: Int) -> String {
@@ -402,6 +464,8 @@ case "lmdb-fill":  // lmdb-fill DIR START COUNT SIZE INITIALMAP
     lmdbFill(dir: arg(2), start: int(3), count: int(4), size: int(5), initialMap: int(6))
 case "hold-reader":  // hold-reader DIR
     holdReader(dir: arg(2))
+case "hold-readers":  // hold-readers DIR LIMIT
+    holdReaders(dir: arg(2), limit: int(3))
 case "append-key":   // append-key DIR KEY DATA
     appendKey(dir: arg(2), key: arg(3), data: arg(4))
 case "open":  // open DIR [ro]
@@ -426,6 +490,8 @@ case "badge-burst":  // badge-burst DIR COUNT
     badgeBurst(dir: arg(2), count: int(3))
 case "sync-message":  // sync-message DIR ID TITLE
     syncMessage(dir: arg(2), id: arg(3), title: arg(4))
+case "batch-consumer":  // batch-consumer DIR NAME EXPECTED CYCLES
+    await batchConsumer(dir: arg(2), name: arg(3), expected: int(4), cycles: int(5))
 case "wait-change":  // wait-change DIR AFTER
     await waitChange(dir: arg(2), after: UInt64(int(3)))
 default:

@@ -112,12 +112,20 @@ extension Consumer {
 
     /// ``commit(_:appending:)`` without blocking: the cursor moves with `events`, atomically.
     ///
+    /// It waits through transient conditions — the process suspended
+    /// (``Ledger/suspend(waitingUpTo:)``), another process holding the write lock too long,
+    /// every reader slot taken — and commits once they pass: each of them writes nothing, so
+    /// the retry commits the batch exactly once. Cancelled before its commit starts, it throws
+    /// `CancellationError` and writes nothing (the batch is read again next time).
+    ///
     /// ```swift
     /// let batch = try await host.next(limit: 50)
     /// try await host.commit(batch, appending: completions)
     /// ```
     @discardableResult
     public func commit(_ batch: ConsumerBatch, appending events: [NewEvent] = []) async throws -> AppendReceipt {
-        try await ledger.submitAsync(ledger.prepare(events), cursor: CursorCommit(name: name, expected: batch.after, through: batch.through))
+        let prepared = try ledger.prepare(events)
+        let cursor = CursorCommit(name: name, expected: batch.after, through: batch.through)
+        return try await ledger.retryingTransient { [ledger] in try await ledger.submitAsync(prepared, cursor: cursor) }
     }
 }

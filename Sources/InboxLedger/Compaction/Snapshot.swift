@@ -27,6 +27,7 @@ enum SnapshotCodec {
         case .actions: 4
         case .actionIDs: 5
         case .state: 6
+        case .local: 7
         }
     }
 

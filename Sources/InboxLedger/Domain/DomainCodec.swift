@@ -357,3 +357,77 @@ extension BadgeAdjustment: BuiltInPayload {
         })
     }
 }
+
+extension MessageRemoval: BuiltInPayload {
+    func write(to w: inout CanonicalWriter) {
+        w.openObject()
+        w.key("ids"); w.strings(ids)
+        w.closeObject()
+    }
+
+    func validate(at path: @autoclosure () -> String) throws(FieldError) {
+        guard !ids.isEmpty else { throw FieldError(field: path() + ".ids", reason: "must list at least one id") }
+        for (i, id) in ids.enumerated() { try FieldError.checkIdentifier(id, field: path() + ".ids[\(i)]") }
+    }
+
+    enum Field: String, CaseIterable, Sendable { case ids }
+    static let fields = KnownKeys<Field>()
+
+    static func read(_ r: inout PayloadReader, depth: Int, path: @autoclosure () -> String) throws(JSONParser.Failure) -> Result<MessageRemoval, FieldError> {
+        var ids = Found<[String]>.absent
+        let d = depth + 1
+        return try r.payload(depth: depth, keys: fields, path: path(), { (r: inout PayloadReader, member: Member<Field>) throws(JSONParser.Failure) in
+            switch member {
+            case .known(.ids): ids = try r.strings(depth: d, field: path() + ".ids")
+            case .other: try r.skip(depth: d)
+            }
+        }, build: { () throws(FieldError) in
+            MessageRemoval(ids: try ids.required(path() + ".ids", "an array"))
+        })
+    }
+}
+
+extension PushReceived: BuiltInPayload {
+    func write(to w: inout CanonicalWriter) {
+        w.openObject()
+        if let badge { w.key("badge"); w.integer(Int64(badge)) }
+        if let message { w.key("message"); message.write(to: &w) }
+        w.key("messageID"); w.string(messageID)
+        w.closeObject()
+    }
+
+    func validate(at path: @autoclosure () -> String) throws(FieldError) {
+        try FieldError.checkIdentifier(messageID, field: path() + ".messageID")
+        if let message {
+            try message.validate(at: path() + ".message")
+            guard message.id == messageID else {
+                throw FieldError(field: path() + ".message.id", reason: "must equal messageID \"\(messageID)\"")
+            }
+        }
+        if let badge, !(0...Int(DomainLimits.maxBadge)).contains(badge) {
+            throw FieldError(field: path() + ".badge", reason: "must be 0…\(DomainLimits.maxBadge)")
+        }
+    }
+
+    enum Field: String, CaseIterable, Sendable { case messageID, message, badge }
+    static let fields = KnownKeys<Field>()
+
+    static func read(_ r: inout PayloadReader, depth: Int, path: @autoclosure () -> String) throws(JSONParser.Failure) -> Result<PushReceived, FieldError> {
+        var messageID = Found<String>.absent, message = Found<InboxMessage>.absent, badge = Found<Int64>.absent
+        let d = depth + 1
+        return try r.payload(depth: depth, keys: fields, path: path(), { (r: inout PayloadReader, member: Member<Field>) throws(JSONParser.Failure) in
+            switch member {
+            case .known(.messageID): messageID = try r.string(depth: d, field: path() + ".messageID")
+            case .known(.message):
+                message = try r.object(depth: d) { (r: inout PayloadReader) throws(JSONParser.Failure) in
+                    try InboxMessage.read(&r, depth: d, path: path() + ".message")
+                }
+            case .known(.badge): badge = try r.integer(depth: d, field: path() + ".badge")
+            case .other: try r.skip(depth: d)
+            }
+        }, build: { () throws(FieldError) in
+            PushReceived(messageID: try messageID.required(path() + ".messageID", "a string"),
+                         message: try message.optional(), badge: try badge.optional().map { Int($0) })
+        })
+    }
+}

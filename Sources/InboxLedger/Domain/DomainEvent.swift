@@ -131,6 +131,53 @@ public struct ActionCompletion: Hashable, Sendable, Codable {
 
 }
 
+/// `message.removed`: messages removed locally (archived or deleted in the app or a widget).
+///
+/// A removal stays until the server reflects it (a full listing without the message, or a
+/// delta sync that removes it): a sync that still lists the message does not bring it back
+/// (docs/semantics.md, "Local changes and the server").
+///
+/// ```swift
+/// try ledger.append(.messageRemoved(MessageRemoval(ids: ["m7"])))
+/// ```
+public struct MessageRemoval: Hashable, Sendable, Codable {
+    /// The messages removed.
+    public var ids: [String]
+
+    /// Removes `ids` from the inbox on this device.
+    public init(ids: [String]) {
+        self.ids = ids
+    }
+}
+
+/// `push.received`: a push notification announced message `messageID`.
+///
+/// The push counts once in the badge, whether or not it carries the message, until the
+/// host's sync brings the message (then it counts as an unread row), it is read, or it is
+/// removed (docs/semantics.md, "Pushes and the badge"). With `message` (the shape of a
+/// listing entry) the message is shown at once; with `badge` (APNs `aps.badge`, absolute) the
+/// badge shows the server's count until the next sync.
+///
+/// ```swift
+/// // In the notification service extension; the push's identifier as key.
+/// try ledger.append(.pushReceived(PushReceived(messageID: "m42", badge: 3)), key: "push-" + id)
+/// ```
+public struct PushReceived: Hashable, Sendable, Codable {
+    /// The id of the message the push announces (the id the server's listing uses).
+    public var messageID: String
+    /// The message itself, if the push carries it (its `id` must be `messageID`).
+    public var message: InboxMessage?
+    /// The server's badge (absolute, 0…1,000,000), if the push carries one.
+    public var badge: Int?
+
+    /// A push announcing `messageID`, optionally with the message and the server's badge.
+    public init(messageID: String, message: InboxMessage? = nil, badge: Int? = nil) {
+        self.messageID = messageID
+        self.message = message
+        self.badge = badge
+    }
+}
+
 /// `badge.adjusted`: `{"delta": n}` or `{"set": n}`.
 public enum BadgeAdjustment: Hashable, Sendable, Codable {
     case delta(Int64)
@@ -153,6 +200,8 @@ public enum BuiltInEventType: String, CaseIterable, Hashable, Sendable {
     case widgetAction = "widget.action"
     case actionCompleted = "action.completed"
     case badgeAdjusted = "badge.adjusted"
+    case messageRemoved = "message.removed"
+    case pushReceived = "push.received"
 }
 
 /// The built-in event vocabulary, and custom events the projections keep but ignore.
@@ -169,6 +218,8 @@ public enum DomainEvent: Hashable, Sendable {
     case widgetAction(WidgetAction)
     case actionCompleted(ActionCompletion)
     case badgeAdjusted(BadgeAdjustment)
+    case messageRemoved(MessageRemoval)
+    case pushReceived(PushReceived)
     case custom(type: String, payload: [UInt8])
 
     /// `inbox.synced`.
@@ -181,6 +232,10 @@ public enum DomainEvent: Hashable, Sendable {
     public static let actionCompletedType = BuiltInEventType.actionCompleted.rawValue
     /// `badge.adjusted`.
     public static let badgeAdjustedType = BuiltInEventType.badgeAdjusted.rawValue
+    /// `message.removed`.
+    public static let messageRemovedType = BuiltInEventType.messageRemoved.rawValue
+    /// `push.received`.
+    public static let pushReceivedType = BuiltInEventType.pushReceived.rawValue
     /// The type names the built-in projections understand.
     public static let builtInTypes: Set<String> = Set(BuiltInEventType.allCases.map(\.rawValue))
 
@@ -192,6 +247,8 @@ public enum DomainEvent: Hashable, Sendable {
         case .widgetAction: .widgetAction
         case .actionCompleted: .actionCompleted
         case .badgeAdjusted: .badgeAdjusted
+        case .messageRemoved: .messageRemoved
+        case .pushReceived: .pushReceived
         case .custom: nil
         }
     }
@@ -210,6 +267,8 @@ public enum DomainEvent: Hashable, Sendable {
         case .widgetAction(let v): v
         case .actionCompleted(let v): v
         case .badgeAdjusted(let v): v
+        case .messageRemoved(let v): v
+        case .pushReceived(let v): v
         case .custom: nil
         }
     }
@@ -248,6 +307,8 @@ public enum DomainEvent: Hashable, Sendable {
                 case .widgetAction: try WidgetAction.read(&r, depth: 0, path: "data").map(DomainEvent.widgetAction)
                 case .actionCompleted: try ActionCompletion.read(&r, depth: 0, path: "data").map(DomainEvent.actionCompleted)
                 case .badgeAdjusted: try BadgeAdjustment.read(&r, depth: 0, path: "data").map(DomainEvent.badgeAdjusted)
+                case .messageRemoved: try MessageRemoval.read(&r, depth: 0, path: "data").map(DomainEvent.messageRemoved)
+                case .pushReceived: try PushReceived.read(&r, depth: 0, path: "data").map(DomainEvent.pushReceived)
                 }
             }
         } catch {

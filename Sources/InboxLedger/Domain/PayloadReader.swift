@@ -258,6 +258,15 @@ struct PayloadReader {
         }
     }
 
+    /// A nested payload object read by `read` (null: ``Found/null``).
+    mutating func object<T>(depth: Int, _ read: (inout PayloadReader) throws(Failure) -> Result<T, FieldError>) throws(Failure) -> Found<T> {
+        if try cursor.begin(depth: depth) == UInt8(ascii: "n") { try cursor.expect("null"); return .null }
+        switch try read(&self) {
+        case .success(let value): return .value(value)
+        case .failure(let error): return .invalid(error)
+        }
+    }
+
     /// Any JSON value, as the tree parser builds it (null counts as absent).
     mutating func value(depth: Int) throws(Failure) -> Found<JSONValue> {
         switch try cursor.value(depth: depth) {

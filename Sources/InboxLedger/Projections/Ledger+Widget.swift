@@ -25,7 +25,10 @@ public struct WidgetList: Hashable, Sendable, Codable {
     public var items: [WidgetItem]
     /// Unread messages (all of them, not only the rows returned).
     public var unreadCount: Int
-    /// The app badge: max(0, unread + adjustments).
+    /// Messages announced by pushes that no sync has brought yet and that are not read
+    /// (`push.received` without the message): counted in the badge, not in ``unreadCount``.
+    public var announced: Int
+    /// The app badge: max(0, unread + announced + adjustments) (docs/semantics.md, "Badge").
     public var badge: Int
     /// Sequence of the last event that changed what the widget shows (0: never).
     public var version: UInt64
@@ -60,6 +63,27 @@ public struct MessageState: Hashable, Sendable, Codable, Identifiable {
     /// What the user sees.
     public var read: Bool
     /// Sequence of the last event that changed this message.
+    public var changedAt: UInt64
+}
+
+/// A change this device made or heard of that the server's listing does not reflect yet
+/// (``Ledger/localChanges(limit:)``; docs/semantics.md, "Local changes and the server").
+public struct LocalChange: Hashable, Sendable, Codable, Identifiable {
+    /// What is pending for the message.
+    public enum Kind: String, Hashable, Sendable, Codable {
+        /// Removed here (`message.removed`); settled when a listing no longer has it.
+        case removed
+        /// Announced by a push; settled when a listing brings it (or a full one does not).
+        case announced
+    }
+
+    /// The message id.
+    public var id: String
+    /// Removed or announced.
+    public var kind: Kind
+    /// A read change made before any listing brought the message (announced messages only).
+    public var localRead: Bool?
+    /// Sequence of the event that last changed it.
     public var changedAt: UInt64
 }
 
@@ -119,7 +143,7 @@ extension Ledger {
             }
             let unread = max(0, state.unread - expiredUnread)
             let list = WidgetList(
-                items: items, unreadCount: Int(unread), badge: Int(state.badge(unread: unread)),
+                items: items, unreadCount: Int(unread), announced: Int(state.announced), badge: Int(state.badge(unread: unread)),
                 version: state.version, updatedAt: state.version == 0 ? nil : Timestamp(micros: state.updatedAt),
                 pendingActions: Int(state.pendingCount), nextExpiry: nextExpiry.map(Timestamp.init(micros:)))
             widgetCache.keep(list, state: state, limit: limit, now: now.micros)
@@ -154,6 +178,33 @@ extension Ledger {
                 id: r.id, title: r.title, subheading: r.subheading, iconURL: r.iconURL, sentAt: Timestamp(micros: r.sentAt),
                 expiresAt: r.expiresAt.map(Timestamp.init(micros:)), extras: r.extras, serverRead: r.serverRead,
                 localRead: r.localRead, read: r.isRead, changedAt: r.changedAt)
+        }
+    }
+
+    /// Messages removed here or announced by pushes that no listing has settled yet, by id.
+    /// Local read changes of messages the inbox holds are in ``message(id:)``'s `localRead`.
+    ///
+    /// ```swift
+    /// for change in try ledger.localChanges() where change.kind == .removed {
+    ///     print("archived here, the server still lists", change.id)
+    /// }
+    /// ```
+    public func localChanges(limit: Int = 1000) throws(LedgerError) -> [LocalChange] {
+        guard limit > 0 else { return [] }
+        return try read("read local changes") { txn in
+            var changes: [LocalChange] = []
+            try schema.store(txn).scan(.local, from: []) { key, value in
+                guard let r = LocalMessageRecord.decode(value) else {
+                    throw LedgerError.corruptStore(path: path, reason: "local change row '\(String(decoding: key, as: UTF8.self))' is malformed")
+                }
+                let kind: LocalChange.Kind = switch r.standing {
+                case .removed: .removed
+                case .announced: .announced
+                }
+                changes.append(LocalChange(id: String(decoding: key, as: UTF8.self), kind: kind, localRead: r.localRead, changedAt: r.changedAt))
+                return changes.count < limit
+            }
+            return changes
         }
     }
 

@@ -12,6 +12,18 @@ enum ProjectionTable: String, CaseIterable, Sendable {
     case actionIDs = "action-ids"
     /// `projection` → ``ProjectionState`` (unread, badge adjustment, version, …)
     case state
+    /// message id → ``LocalMessageRecord``: what this device did or heard of a message that the
+    /// server's listing does not reflect yet (a local removal, a push announcing it)
+    case local
+
+    /// Whether the table came with projection rules after the first (a ledger an older library
+    /// wrote may lack it; it is read as empty until a writable opening creates it).
+    var addedByNewerRules: Bool {
+        switch self {
+        case .messages, .widget, .expiry, .actions, .actionIDs, .state: false
+        case .local: true
+        }
+    }
 }
 
 /// Sortable 8-byte encodings of signed times.
@@ -231,11 +243,59 @@ struct ActionStatus: Hashable, Sendable {
     }
 }
 
+/// What the device knows of a message that the server's listing does not reflect yet, kept
+/// until a listing settles it (docs/semantics.md, "Local changes and the server"). A message
+/// has a row in `messages` or a record here, never both.
+struct LocalMessageRecord: Hashable, Sendable {
+    /// Where the message stands on this device.
+    enum Standing: UInt8, Hashable, Sendable {
+        /// Removed here (`message.removed`); a listing that still has it does not bring it back.
+        case removed = 1
+        /// Announced by a push (`push.received` without the message); no listing has brought it.
+        case announced = 2
+    }
+
+    var standing: Standing
+    /// A local read change made while the message had no row (an announced message read from
+    /// its notification); applied as the row's local override when a listing brings it.
+    var localRead: Bool?
+    /// Sequence of the event that last changed this record.
+    var changedAt: UInt64
+
+    /// Whether it counts in the badge: announced and not read here.
+    var countsInBadge: Bool { standing == .announced && localRead != true }
+
+    static let version: UInt8 = 1
+
+    func encode() -> [UInt8] {
+        var w = ByteWriter(capacity: 11)
+        w.u8(Self.version)
+        w.u8(standing.rawValue)
+        let read: UInt8 = switch localRead {
+        case nil: 0
+        case false?: 1
+        case true?: 2
+        }
+        w.u8(read)
+        w.u64le(changedAt)
+        return w.bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) -> LocalMessageRecord? {
+        var r = ByteReader(bytes)
+        guard r.u8() == version, let raw = r.u8(), let standing = Standing(rawValue: raw), let read = r.u8(), read <= 2,
+              let changed = r.u64le(), r.remaining == 0
+        else { return nil }
+        return LocalMessageRecord(standing: standing, localRead: read == 0 ? nil : read == 2, changedAt: changed)
+    }
+}
+
 /// The scalar state of the projections, kept in the `state` table.
 struct ProjectionState: Hashable, Sendable {
     /// Unread messages (not removed, not expired as of the last applied event).
     var unread: Int64 = 0
-    /// Badge = max(0, unread + badgeAdjustment).
+    /// The app's adjustment (`badge.adjusted`): badge = max(0, unread + announced +
+    /// serverBadgeAdjustment + badgeAdjustment).
     var badgeAdjustment: Int64 = 0
     /// Messages in the table.
     var messageCount: Int64 = 0
@@ -247,17 +307,24 @@ struct ProjectionState: Hashable, Sendable {
     var updatedAt: Int64 = 0
     /// Sequence of the last event applied.
     var appliedThrough: UInt64 = 0
+    /// Messages announced by pushes that no listing has brought yet and that are not read
+    /// here (``LocalMessageRecord/countsInBadge``).
+    var announced: Int64 = 0
+    /// The server's badge from the last push that carried one, as an adjustment: badge − what
+    /// the ledger counted when it arrived. Cleared by the next sync (the listing is newer).
+    var serverBadgeAdjustment: Int64 = 0
 
     /// The single key of the `state` table.
     static let key = Array("projection".utf8)
 
     init() {}
 
-    /// Seven 8-byte big-endian fields, in declaration order.
+    /// Nine 8-byte big-endian fields, in declaration order (rules version 1 stored the first seven).
     func encode() -> [UInt8] {
-        var w = ByteWriter(capacity: 56)
+        var w = ByteWriter(capacity: 72)
         for v in [UInt64(bitPattern: unread), UInt64(bitPattern: badgeAdjustment), UInt64(bitPattern: messageCount),
-                  UInt64(bitPattern: pendingCount), version, UInt64(bitPattern: updatedAt), appliedThrough] {
+                  UInt64(bitPattern: pendingCount), version, UInt64(bitPattern: updatedAt), appliedThrough,
+                  UInt64(bitPattern: announced), UInt64(bitPattern: serverBadgeAdjustment)] {
             w.u64be(v)
         }
         return w.bytes
@@ -265,10 +332,15 @@ struct ProjectionState: Hashable, Sendable {
 
     static func decode(_ bytes: [UInt8]) -> ProjectionState? {
         var r = ByteReader(bytes)
-        guard bytes.count == 56, let a = r.u64be(), let b = r.u64be(), let c = r.u64be(), let d = r.u64be(),
+        guard bytes.count == 56 || bytes.count == 72, let a = r.u64be(), let b = r.u64be(), let c = r.u64be(), let d = r.u64be(),
               let e = r.u64be(), let f = r.u64be(), let g = r.u64be()
         else { return nil }
         var state = ProjectionState()
+        if bytes.count == 72 {
+            guard let h = r.u64be(), let i = r.u64be() else { return nil }
+            state.announced = Int64(bitPattern: h)
+            state.serverBadgeAdjustment = Int64(bitPattern: i)
+        }
         state.unread = Int64(bitPattern: a)
         state.badgeAdjustment = Int64(bitPattern: b)
         state.messageCount = Int64(bitPattern: c)
@@ -286,8 +358,11 @@ struct ProjectionState: Hashable, Sendable {
         return state
     }
 
-    /// The badge for a given unread count.
-    func badge(unread: Int64) -> Int64 { max(0, unread + badgeAdjustment) }
+    /// What the badge counts before its adjustments: unread messages plus announced ones.
+    func counted(unread: Int64) -> Int64 { unread + announced }
+
+    /// The badge for a given unread count: max(0, unread + announced + both adjustments).
+    func badge(unread: Int64) -> Int64 { max(0, counted(unread: unread) + serverBadgeAdjustment + badgeAdjustment) }
 }
 
 extension ByteWriter {

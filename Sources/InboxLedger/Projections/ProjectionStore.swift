@@ -20,12 +20,22 @@ struct TransactionStore: ProjectionStore {
         return db
     }
 
-    func get(_ table: ProjectionTable, _ key: [UInt8]) throws -> [UInt8]? { try txn.get(db(table), key: key) }
+    func get(_ table: ProjectionTable, _ key: [UInt8]) throws -> [UInt8]? {
+        guard let db = tables[table] else { return try absent(table) }
+        return try txn.get(db, key: key)
+    }
+
+    /// Reading a table this handle did not find: one that newer rules added reads as empty.
+    private func absent(_ table: ProjectionTable) throws -> [UInt8]? {
+        guard table.addedByNewerRules else { throw LMDBError.badDatabase }
+        return nil
+    }
     func put(_ table: ProjectionTable, _ key: [UInt8], _ value: [UInt8]) throws { try txn.put(db(table), key: key, value: value) }
     func delete(_ table: ProjectionTable, _ key: [UInt8]) throws { try txn.delete(db(table), key: key) }
 
     func scan(_ table: ProjectionTable, from start: [UInt8], _ body: ([UInt8], [UInt8]) throws -> Bool) throws {
-        try txn.withCursor(db(table)) { cursor in
+        guard let db = tables[table] else { _ = try absent(table); return }
+        try txn.withCursor(db) { cursor in
             var entry = start.isEmpty ? try cursor.first() : try cursor.seek(atLeast: start)
             while let e = entry, try body(e.key, e.value) { entry = try cursor.next() }
         }

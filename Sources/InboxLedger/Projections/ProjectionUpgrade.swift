@@ -5,7 +5,9 @@ import LMDB
 /// the rules write for the same events; a ledger whose projections were built by an older
 /// version is rebuilt when it is opened (docs/operations.md, "Upgrades").
 enum ProjectionRules {
-    static let version: UInt32 = 1
+    /// 2: pushes (`push.received`) and local removals (`message.removed`), kept until a
+    /// listing settles them (the `local` table); the server's badge.
+    static let version: UInt32 = 2
 
     /// The stored `projection-version` (nil: absent, a ledger from before it was stored).
     static func decodeStored(_ bytes: [UInt8]?, path: String) throws(LedgerError) -> UInt32? {
@@ -43,6 +45,8 @@ extension Ledger {
         try write("upgrade projections") { txn in
             let stored = try storedProjectionVersion(in: txn) ?? 1
             guard stored < ProjectionRules.version else { return }
+            // The events an older library stored under a name that is built-in now stay custom.
+            try recordBuiltInTypes(in: txn)
             for table in ProjectionTable.allCases {
                 guard let db = schema.projections[table] else { continue }
                 try txn.removeAll(db)

@@ -61,6 +61,17 @@ final class Projector<Store: ProjectionStore> {
                 }
             }
             if !unknown.isEmpty { notes.append(.unknownMessages(ids: unknown, sequence: event.sequence)) }
+        case .messageRemoved(let removal):
+            var unknown: [String] = []
+            for id in removal.ids {
+                switch try removeLocally(id, event.sequence) {
+                case nil: unknown.append(id)
+                case let didChange?: changed = didChange || changed
+                }
+            }
+            if !unknown.isEmpty { notes.append(.unknownMessages(ids: unknown, sequence: event.sequence)) }
+        case .pushReceived(let push):
+            changed = try applyPush(push, event) || changed
         case .widgetAction(let action):
             let idKey = Array(action.actionID.utf8)
             if try store.get(.actionIDs, idKey) != nil {
@@ -104,9 +115,11 @@ final class Projector<Store: ProjectionStore> {
             switch adjustment {
             case .delta(let d):
                 // The shown badge moves by d and never below 0.
-                state.badgeAdjustment = max(state.badgeAdjustment + d, -state.unread)
+                state.badgeAdjustment = max(state.badgeAdjustment + Int64(d), -(state.counted(unread: state.unread) + state.serverBadgeAdjustment))
             case .set(let n):
-                state.badgeAdjustment = n - state.unread
+                // The badge is n now; the app's value replaces a push's server badge.
+                state.serverBadgeAdjustment = 0
+                state.badgeAdjustment = Int64(n) - state.counted(unread: state.unread)
             }
         case .custom:
             break
@@ -189,6 +202,8 @@ final class Projector<Store: ProjectionStore> {
     private func applySync(_ sync: InboxSync, _ event: Event) throws -> Bool {
         var changed = false
         if sync.mode == .full {
+            // Authoritative: what it does not list is gone from the server. Rows go, and so do
+            // local records — a removal is settled, an announcement was withdrawn.
             let listed = Set(sync.messages.map(\.id))
             var missing: [(id: String, header: MessageRecord.Header)] = []
             try store.scan(.messages, from: []) { key, value in
@@ -201,42 +216,133 @@ final class Projector<Store: ProjectionStore> {
             }
             for (id, header) in missing { try remove(id, header) }
             changed = !missing.isEmpty
+            var settled: [(id: String, record: LocalMessageRecord)] = []
+            try store.scan(.local, from: []) { key, value in
+                let id = String(decoding: key, as: UTF8.self)
+                if !listed.contains(id) {
+                    guard let record = LocalMessageRecord.decode(value) else { throw ProjectionError.malformed(table: .local, key: id) }
+                    settled.append((id, record))
+                }
+                return true
+            }
+            for (id, record) in settled { try deleteLocal(id, record) }
         }
         for id in sync.removed {
             if let stored = try message(id) {
                 try remove(id, stored.header)
                 changed = true
             }
+            if let record = try localRecord(id) { try deleteLocal(id, record) }
         }
         for m in sync.messages {
-            let stored = try message(m.id)
-            let old = stored?.header
-            if let expires = m.expiresAt, expires.micros <= event.timestampMicros {
-                // Already expired when synced: not kept.
-                if let old { try remove(m.id, old); changed = true }
-                continue
+            changed = try upsert(m, event) || changed
+        }
+        // The listing is newer than any push: the server's badge of an earlier push is settled.
+        state.serverBadgeAdjustment = 0
+        return changed
+    }
+
+    /// Files message `m` as a listing (or a push that carries it) gives it: kept apart while it
+    /// is removed here, absorbing a push's announcement and a local read made before it came.
+    /// Returns whether a row changed.
+    private func upsert(_ m: InboxMessage, _ event: Event) throws -> Bool {
+        let stored = try message(m.id)
+        var local: LocalMessageRecord?
+        if stored == nil, let record = try localRecord(m.id) {
+            // Removed here and the server still lists it: it stays removed until it does not.
+            if record.standing == .removed { return false }
+            local = record
+        }
+        let old = stored?.header
+        if let local { try deleteLocal(m.id, local) }
+        if let expires = m.expiresAt, expires.micros <= event.timestampMicros {
+            // Already expired when synced: not kept.
+            if let old { try remove(m.id, old); return true }
+            return false
+        }
+        let serverRead = m.read ?? old?.serverRead ?? false
+        var localRead = old?.localRead ?? local?.localRead
+        if localRead == serverRead { localRead = nil }  // the server caught up with the local change
+        var record = MessageRecord(
+            id: m.id, title: m.title, subheading: m.subheading, iconURL: m.iconURL, sentAt: m.sentAt.micros,
+            expiresAt: m.expiresAt?.micros, serverRead: serverRead, localRead: localRead,
+            extras: m.extras ?? [:], changedAt: old?.changedAt ?? event.sequence)
+        // The encoding is canonical: the same bytes are the same row, and nothing changes.
+        var bytes = record.encode()
+        if bytes == stored?.bytes { return false }
+        record.changedAt = event.sequence
+        MessageRecord.setChangedAt(event.sequence, in: &bytes)
+        try write(m.id, record.header, bytes, replacing: old)
+        return true
+    }
+
+    /// A push announcing a message: it counts once, as a row if it carries the message (and the
+    /// inbox does not have it yet), else as an announcement; nothing if the inbox already has
+    /// the message or it was removed here. A server badge applies after the count.
+    private func applyPush(_ push: PushReceived, _ event: Event) throws -> Bool {
+        var changed = false
+        if try message(push.messageID) == nil {
+            let record = try localRecord(push.messageID)
+            if record?.standing != .removed {
+                if let m = push.message {
+                    changed = try upsert(m, event)
+                } else if record == nil {
+                    try putLocal(push.messageID, LocalMessageRecord(standing: .announced, localRead: nil, changedAt: event.sequence), replacing: nil)
+                }
             }
-            let serverRead = m.read ?? old?.serverRead ?? false
-            var localRead = old?.localRead
-            if localRead == serverRead { localRead = nil }  // the server caught up with the local change
-            var record = MessageRecord(
-                id: m.id, title: m.title, subheading: m.subheading, iconURL: m.iconURL, sentAt: m.sentAt.micros,
-                expiresAt: m.expiresAt?.micros, serverRead: serverRead, localRead: localRead,
-                extras: m.extras ?? [:], changedAt: old?.changedAt ?? event.sequence)
-            // The encoding is canonical: the same bytes are the same row, and nothing changes.
-            var bytes = record.encode()
-            if bytes == stored?.bytes { continue }
-            record.changedAt = event.sequence
-            MessageRecord.setChangedAt(event.sequence, in: &bytes)
-            try write(m.id, record.header, bytes, replacing: old)
-            changed = true
+        }
+        if let badge = push.badge {
+            state.serverBadgeAdjustment = Int64(badge) - state.counted(unread: state.unread) - state.badgeAdjustment
         }
         return changed
     }
 
+    // MARK: - Local records
+
+    private func localRecord(_ id: String) throws -> LocalMessageRecord? {
+        guard let bytes = try store.get(.local, Array(id.utf8)) else { return nil }
+        guard let record = LocalMessageRecord.decode(bytes) else { throw ProjectionError.malformed(table: .local, key: id) }
+        return record
+    }
+
+    private func putLocal(_ id: String, _ record: LocalMessageRecord, replacing old: LocalMessageRecord?) throws {
+        if old?.countsInBadge == true { state.announced -= 1 }
+        if record.countsInBadge { state.announced += 1 }
+        try store.put(.local, Array(id.utf8), record.encode())
+    }
+
+    private func deleteLocal(_ id: String, _ record: LocalMessageRecord) throws {
+        if record.countsInBadge { state.announced -= 1 }
+        try store.delete(.local, Array(id.utf8))
+    }
+
+    /// Removes message `id` here until the server's listing drops it. Returns nil for a message
+    /// the inbox neither holds nor was told of, else whether a row changed.
+    private func removeLocally(_ id: String, _ sequence: UInt64) throws -> Bool? {
+        let removed = LocalMessageRecord(standing: .removed, localRead: nil, changedAt: sequence)
+        if let stored = try message(id) {
+            try remove(id, stored.header)
+            try putLocal(id, removed, replacing: nil)
+            return true
+        }
+        guard let record = try localRecord(id) else { return nil }
+        if record.standing == .announced { try putLocal(id, removed, replacing: record) }
+        return false
+    }
+
     /// Sets a local read flag. Returns nil for an unknown message, else whether anything changed.
     private func setLocalRead(_ id: String, _ read: Bool, _ sequence: UInt64) throws -> Bool? {
-        guard let stored = try message(id) else { return nil }
+        guard let stored = try message(id) else {
+            // A message announced by a push and read (or unread) before any listing brought it.
+            guard var record = try localRecord(id), record.standing == .announced else { return nil }
+            let old = record
+            record.localRead = read
+            if record != old {
+                record.changedAt = sequence
+                try putLocal(id, record, replacing: old)
+            }
+            return false
+        }
         let old = stored.header
         var new = old
         new.localRead = read == old.serverRead ? nil : read
