@@ -65,6 +65,10 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
     /// (for example a process stopped or suspended inside its write): nothing was written.
     /// `holder` is its pid when it can be told.
     case writerBusy(path: String, holder: Int32?, waitedSeconds: Double)
+    /// Every reader slot of the ledger's lock file (`slots` of them, one value in every process)
+    /// is held by a live process, and a read-only handle needs one to read: nothing was read.
+    /// Writable handles never get it (they read without a slot, docs/operations.md).
+    case readerSlotsFull(path: String, slots: Int)
     /// Any other storage failure, with LMDB's or the system's message.
     case storage(path: String, operation: String, code: Int32, message: String)
     /// A failure that is neither LMDB's nor the system's: a broken invariant of this library
@@ -102,16 +106,19 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case .suspended: "ledgers are suspended in this process (call Ledger.resume() first); nothing was done"
         case .writerBusy(let path, let holder, let waited):
             "\(path): writer busy: \(holder.map { "process \($0)" } ?? "another process") held the write lock for more than \(waited) s (stopped or suspended inside its write?); nothing was written"
+        case .readerSlotsFull(let path, let slots):
+            "\(path): all \(slots) reader slots are held by live processes (`ledger inspect` lists them by pid); nothing was read: close ledgers in other processes or retry once some exit (slots of dead processes are reclaimed automatically; a writable opening needs no slot)"
         case .storage(let path, let operation, let code, let message): "\(path): \(operation) failed: \(message) (code \(code))"
         case .unexpected(let path, let operation, let reason): "\(path): \(operation) failed unexpectedly: \(reason)"
         }
     }
 
     /// Whether nothing was done and the same call may succeed later unchanged: the process is
-    /// suspended, or another process held the write lock too long.
+    /// suspended, another process held the write lock too long, or live processes held every
+    /// reader slot.
     public var isTransient: Bool {
         switch self {
-        case .suspended, .writerBusy: true
+        case .suspended, .writerBusy, .readerSlotsFull: true
         case .notALedger, .newerFormat, .permissionDenied, .readOnly, .invalidEvent, .eventTooLarge, .idempotencyConflict,
              .unknownConsumer, .consumerGap, .consumerConflict, .headMoved, .corruptRecord, .corruptStore, .storeFull, .storage,
              .invalidArgument, .unexpected, .newerProjections, .projectionUpgradeNeeded, .eventDecoding: false
@@ -127,6 +134,7 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         switch lmdb {
         case .mapFull: return .storeFull(path: path, reason: "the map reached its maximum size (raise maxMapSize)")
         case .suspended: return .suspended
+        case .readersFull: return .readerSlotsFull(path: path, slots: EnvironmentConfiguration().maxReaders)
         case .noSpace: return .storeFull(path: path, reason: "no space left on device")
         case LMDBError(rawValue: EIO) where (FileSystem.availableBytes(at: path) ?? .max) < 1 << 20:
             // LMDB reports a short write as EIO: on a device this full, that is the cause.

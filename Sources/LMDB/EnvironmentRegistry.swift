@@ -112,7 +112,7 @@ enum EnvironmentRegistry {
                                           configuration: EnvironmentConfiguration) throws(LMDBError) {
         var missing: [(String, DatabaseFlags)] = []
         try shared.withHandle { (opened: OpenHandle) throws(LMDBError) in
-            try SharedEnvironment.rawTransaction(opened, readOnly: true) { (txn: OpaquePointer) throws(LMDBError) in
+            try shared.openingTransaction(opened) { (txn: OpaquePointer) throws(LMDBError) in
                 for (name, flags) in wanted {
                     var dbi: MDB_dbi = 0
                     let code = mdb_dbi_open(txn, name, UInt32(flags.subtracting(.create).rawValue), &dbi)

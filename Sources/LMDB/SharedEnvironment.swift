@@ -142,7 +142,7 @@ final class SharedEnvironment: @unchecked Sendable {
         let known = databases.withLock { $0 }
         for attempt in 1...100 {
             do throws(LMDBError) {
-                try Self.rawTransaction(opened, readOnly: true) { (txn: OpaquePointer) throws(LMDBError) in
+                try openingTransaction(opened) { (txn: OpaquePointer) throws(LMDBError) in
                     for name in order {
                         var dbi: MDB_dbi = 0
                         try check(mdb_dbi_open(txn, name, 0, &dbi))
@@ -253,6 +253,35 @@ final class SharedEnvironment: @unchecked Sendable {
             throw error
         }
         try check(mdb_txn_commit(txn))
+    }
+
+    /// The transaction that opens named databases, committed so that the handles stay open: a
+    /// read transaction, or — when every reader slot is held by a live process (docs/lmdb.md
+    /// rule 4) and this environment may write — a write transaction, which needs no reader slot
+    /// and, opening existing databases only, changes nothing, so its commit writes nothing. It
+    /// waits for the writer lock like a write (up to the write timeout).
+    func openingTransaction(_ opened: OpenHandle, _ body: (OpaquePointer) throws(LMDBError) -> Void) throws(LMDBError) {
+        for attempt in 1...100 {
+            do throws(LMDBError) {
+                return try Self.rawTransaction(opened, readOnly: true, body)
+            } catch {
+                // `mdb_txn_begin` failed before `body` ran: nothing to undo.
+                guard error == .readersFull else { throw error }
+                var dead: Int32 = 0
+                try check(mdb_reader_check(opened.env, &dead))
+                if dead > 0, attempt < 100 { continue }  // slots of dead processes freed: again
+                guard canReadWithoutSlot(opened) else { throw error }
+                try writerLock.acquire(opened.lockFile, timeoutMilliseconds: configuration.writeTimeoutMilliseconds)
+                defer { writerLock.release(opened.lockFile) }
+                return try Self.rawTransaction(opened, readOnly: false, body)
+            }
+        }
+    }
+
+    /// Whether a read may run in a write transaction when no reader slot is free: the
+    /// environment may write, and this layer can take its writer lock.
+    private func canReadWithoutSlot(_ opened: OpenHandle) -> Bool {
+        !configuration.readOnly && opened.lockFile >= 0
     }
 
     // MARK: Environment-wide operations
@@ -401,8 +430,16 @@ final class SharedEnvironment: @unchecked Sendable {
         case growMap(seen: Int)
         /// Every reader slot is taken: clear those of dead processes and try again.
         case readersFull
+        /// Every reader slot is held by a live process: read without one (a writable
+        /// environment) or throw ``LMDBError/readersFull``.
+        case noReaderSlot
     }
 
+    /// Runs `body` in a read transaction. When every reader slot is taken, slots of dead
+    /// processes are cleared first (`mdb_reader_check`); when live processes hold them all, a
+    /// writable environment reads in a write transaction that it aborts (LMDB's write
+    /// transactions need no reader slot: writers keep working, docs/lmdb.md rule 4), and a
+    /// read-only one throws ``LMDBError/readersFull``.
     func read<T>(_ body: (Transaction) throws -> T) throws -> T {
         var attempts = 0
         while true {
@@ -410,7 +447,13 @@ final class SharedEnvironment: @unchecked Sendable {
             let attempt: Attempt<T> = try withHandle(untyped: { opened in
                 let (code, txnPointer) = beginRead(opened)
                 if code == MDB_MAP_RESIZED, attempts < 100 { return .adoptMap }
-                if code == MDB_READERS_FULL, attempts < 100 { return .readersFull }
+                if code == MDB_READERS_FULL {
+                    var dead: Int32 = 0
+                    try check(mdb_reader_check(opened.env, &dead))
+                    if dead > 0, attempts < 100 { return .readersFull }  // freed some: again
+                    guard canReadWithoutSlot(opened) else { throw LMDBError.readersFull }
+                    return .noReaderSlot
+                }
                 try check(code)
                 guard let txnPointer else { throw LMDBError.badTransaction }
                 let txn = Transaction(pointer: txnPointer, isReadOnly: true)
@@ -423,7 +466,44 @@ final class SharedEnvironment: @unchecked Sendable {
             switch attempt {
             case .done(let value): return value
             case .adoptMap, .growMap: try adoptMapSize()
-            case .readersFull: _ = try clearStaleReaders()
+            case .readersFull: continue
+            case .noReaderSlot: return try readWithoutSlot(body)
+            }
+        }
+    }
+
+    /// A read while live processes hold every reader slot: a write transaction (it needs no
+    /// slot), taken like a write — this layer's writer lock, up to the write timeout — and
+    /// aborted, so nothing is written; `body` gets a read-only ``Transaction``.
+    private func readWithoutSlot<T>(_ body: (Transaction) throws -> T) throws -> T {
+        let me = pthread_self()
+        if let writer = writingThread.withLock({ $0 }), pthread_equal(writer, me) != 0 {
+            // A read inside this thread's own write would wait for itself: no slot, no way round.
+            throw LMDBError.readersFull
+        }
+        var attempts = 0
+        while true {
+            attempts += 1
+            let attempt: Attempt<T> = try withHandle(untyped: { opened in
+                try writerLock.acquire(opened.lockFile, timeoutMilliseconds: configuration.writeTimeoutMilliseconds)
+                defer { writerLock.release(opened.lockFile) }
+                var txnPointer: OpaquePointer?
+                let code = mdb_txn_begin(opened.env, nil, 0, &txnPointer)
+                if code == MDB_MAP_RESIZED, attempts < 100 { return .adoptMap }
+                try check(code)
+                guard let txnPointer else { throw LMDBError.badTransaction }
+                writingThread.withLock { $0 = me }
+                let txn = Transaction(pointer: txnPointer, isReadOnly: true)
+                defer {
+                    txn.isLive = false
+                    mdb_txn_abort(txnPointer)
+                    writingThread.withLock { $0 = nil }
+                }
+                return .done(try body(txn))
+            })
+            switch attempt {
+            case .done(let value): return value
+            case .adoptMap, .growMap, .readersFull, .noReaderSlot: try adoptMapSize()
             }
         }
     }
@@ -446,7 +526,7 @@ final class SharedEnvironment: @unchecked Sendable {
             case .done(let value): return value
             case .adoptMap: try adoptMapSize()
             case .growMap(let seen): try growMap(from: seen)
-            case .readersFull: _ = try clearStaleReaders()
+            case .readersFull, .noReaderSlot: _ = try clearStaleReaders()
             }
         }
     }

@@ -54,6 +54,6 @@ func fail(_ error: LedgerError) -> ExitCode {
     case .notALedger, .newerFormat, .permissionDenied, .corruptStore, .projectionUpgradeNeeded: return ExitCode(ExitStatus.cannotOpen)
     case .invalidEvent, .invalidArgument, .eventTooLarge, .idempotencyConflict, .corruptRecord, .unknownConsumer, .consumerGap,
          .consumerConflict, .headMoved, .eventDecoding: return ExitCode(ExitStatus.problems)
-    case .readOnly, .newerProjections, .storeFull, .storage, .writerBusy, .suspended, .unexpected: return ExitCode(ExitStatus.storage)
+    case .readOnly, .newerProjections, .storeFull, .storage, .writerBusy, .suspended, .readerSlotsFull, .unexpected: return ExitCode(ExitStatus.storage)
     }
 }

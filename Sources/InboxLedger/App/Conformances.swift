@@ -116,6 +116,7 @@ extension LedgerError: LocalizedError {
         case .storeFull: "Free space on the device, or raise maxMapSize if the map reached it; run compaction to trim the log."
         case .suspended: "Call Ledger.resume() when the app is active again."
         case .writerBusy: "Retry later: nothing was written; another process holds the write lock."
+        case .readerSlotsFull: "Retry once other processes close their ledgers or exit; `ledger inspect` lists the processes holding reader slots."
         case .projectionUpgradeNeeded: "Open once with LedgerOptions.projectionUpgrade = .fromNewestSnapshot to rebuild from the newest snapshot (docs/operations.md)."
         case .storage, .unexpected: "Retry; if it persists, report it with the message above."
         }
