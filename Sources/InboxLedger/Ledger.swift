@@ -96,6 +96,8 @@ public final class Ledger: Sendable {
         }
         if writeRefusal == nil, metadata.formatVersion < Schema.formatVersion { try upgradeFormat() }
         if writeRefusal == nil, metadata.projectionVersion < ProjectionRules.version { try upgradeProjections() }
+        // Before this handle appends: events already stored under a later built-in name stay custom.
+        if writeRefusal == nil { try recordBuiltInTypes() }
     }
 
     /// Throws why this handle may not write, if it may not.

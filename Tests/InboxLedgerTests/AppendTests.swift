@@ -84,7 +84,7 @@ import LMDB
             try t.ledger.append(contentsOf: [event(), event("badge.adjusted", #"{"delta":2}"#, key: "push-1")])
         }
         #expect(throws: LedgerError.idempotencyConflict(key: "push-1", existingSequence: first)) {
-            try t.ledger.append(event("badge.other", #"{"delta":1}"#, key: "push-1"))
+            try t.ledger.append(event("com.example.badge", #"{"delta":1}"#, key: "push-1"))
         }
         #expect(try t.ledger.count() == 1)
         #expect(try t.ledger.headSequence() == 1)

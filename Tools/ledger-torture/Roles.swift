@@ -82,7 +82,7 @@ func makeBatch(seed: UInt64, generation: Int, writer: String, role: String, batc
             type = "badge.adjusted"
             body = chance(0.8) ? #""delta":\#(Int.random(in: -3...3, using: &rng))"# : #""set":\#(Int.random(in: 0...9, using: &rng))"#
         default:
-            type = "push.received"  // a type this version does not interpret: kept, not projected
+            type = "com.example.push-opened"  // a custom type: kept, not projected
             body = #""campaign":"c\#(Int.random(in: 0..<5, using: &rng))""#
         }
         events.append(NewEvent(type: type, payload: Array(#"{"tag":"\#(tag)",\#(body)}"#.utf8), key: keyed ? "k:\(generation):\(tag)" : nil))

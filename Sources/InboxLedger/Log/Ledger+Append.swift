@@ -169,7 +169,8 @@ extension Ledger {
         return first
     }
 
-    /// The envelope's limits: type name, idempotency key, encoded size.
+    /// The envelope's limits: type name (a custom type outside the built-ins' namespace),
+    /// idempotency key, encoded size.
     private func checkEnvelope(type: String, key: String?, payloadCount: Int, roleBytes: Int, index: Int) throws(LedgerError) {
         let typeBytes = type.utf8.count
         guard (1...Limits.maxTypeBytes).contains(typeBytes) else {
@@ -178,6 +179,7 @@ extension Ledger {
         guard type.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
             throw .invalidEvent(index: index, field: "type", reason: "must be printable ASCII without spaces, got \(String(reflecting: type))")
         }
+        try BuiltInEventType.checkCustomName(type, index: index)
         var keyBytes = 0
         if let key {
             keyBytes = key.utf8.count

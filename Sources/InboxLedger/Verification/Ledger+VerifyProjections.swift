@@ -78,6 +78,7 @@ extension Ledger {
             after = snapshot.sequence
         }
         let projector = try Projector(store: store)
+        let boundaries = try builtInBoundaries(in: txn)
         try txn.withCursor(schema.events) { cursor in
             var entry = after == 0 ? try cursor.first() : try cursor.seek(atLeast: SequenceKey.encode(after + 1))
             while let e = entry {
@@ -86,9 +87,11 @@ extension Ledger {
                 }
                 let event = try decode(e.value, sequence: seq)
                 let domain: DomainEvent
-                do { domain = try DomainEvent.decode(type: event.type, payload: event.payload) } catch {
-                    // A stored built-in event was validated when appended: one that no longer
-                    // validates is damage (or a rule changed), and the rebuild would be wrong.
+                do { domain = try boundaries.domainEvent(type: event.type, payload: event.payload, sequence: seq) } catch {
+                    // A stored built-in event was validated when appended (events an older
+                    // library stored under a name that is built-in now are custom events by the
+                    // ledger's `builtin-since` record): one that no longer validates is damage
+                    // (or a rule changed), and the rebuild would be wrong.
                     throw LedgerError.corruptRecord(sequence: seq, reason: "stored \(event.type) event no longer validates: \(error)")
                 }
                 _ = try projector.apply(event, domain)
