@@ -13,9 +13,9 @@ import TestSupport
     /// write lock until it is killed).
     /// Waits (polling, up to 60 s on a loaded machine) until `condition` holds.
     func waitUntil(_ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(60)
+        let deadline = ContinuousClock.now + .seconds(hangGuardSeconds)
         while !condition() {
-            guard ContinuousClock.now < deadline else { Issue.record("condition not reached in 60 s"); return }
+            guard ContinuousClock.now < deadline else { Issue.record("condition not reached in \(Int(hangGuardSeconds)) s: a hang"); return }
             try await Task.sleep(for: .milliseconds(5))
         }
     }

@@ -125,8 +125,7 @@ import TestSupport
         _ = try cycle(0)
         // A reader opens a transaction and is killed inside it: its slot pins old pages.
         let reader = try Processes.start(agent, ["hold-reader", path])
-        let deadline = Date().addingTimeInterval(30)
-        while !reader.stdoutSoFar.contains("holding") && Date() < deadline { usleep(5000) }
+        _ = reader.waitForOutput(containing: "holding")
         #expect(reader.stdoutSoFar.contains("holding"))
         reader.kill()
         _ = try? reader.wait(timeout: 10)

@@ -115,11 +115,10 @@ import LMDB
         let t = try TestLedger()
         try t.ledger.append(event())
         let watcher = try Processes.start(agent, ["wait-change", t.path, "1"])
-        let deadline = Date().addingTimeInterval(30)
-        while !watcher.stdoutSoFar.contains("waiting") && Date() < deadline { usleep(2000) }
+        #expect(watcher.waitForOutput(containing: "waiting"), "\(watcher.stdoutSoFar)")
         usleep(100_000)  // let it park in its wait
         let seq = try t.ledger.append(event())
-        let out = try watcher.wait(timeout: 30)
+        let out = try watcher.wait(timeout: hangGuardSeconds)
         #expect(out.status == 0, "\(out.stderr)")
         let words = out.stdout.split(whereSeparator: \.isWhitespace)
         #expect(words.contains("woke"))

@@ -332,8 +332,7 @@ import Glibc
 
         let writer = try Processes.start(agent, ["write", path, "app", "-1", "5", dir.child("acks"), "20", "none"])
         defer { writer.kill(); _ = try? writer.wait(timeout: 30) }
-        let deadline = Date().addingTimeInterval(30)
-        while (try? String(contentsOfFile: dir.child("acks"), encoding: .utf8))?.isEmpty ?? true, Date() < deadline { usleep(10_000) }
+        _ = waitUntil { !((try? String(contentsOfFile: dir.child("acks"), encoding: .utf8))?.isEmpty ?? true) }
         let beside = try Processes.run(agent, ["open", readOnlyView, "ro"])
         #expect(beside.status == 2 && !beside.signalled, "\(beside.stdout) \(beside.stderr)")
         #expect(beside.stdout.contains("other processes have the ledger open"), "\(beside.stdout)")
@@ -350,12 +349,15 @@ import Glibc
         }
         defer { for w in writers { w.kill(); _ = try? w.wait(timeout: 30) } }
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "verifier"))
-        let started = Date().addingTimeInterval(30)
-        while try ledger.headSequence() < 200, Date() < started { usleep(5_000) }
+        #expect(try waitUntil { try ledger.headSequence() >= 200 }, "the writers did not start")
         let before = try ledger.headSequence()
         var runs = 0
-        let deadline = Date().addingTimeInterval(8)
-        while runs < 40, Date() < deadline {
+        // 40 runs, and on until the writers have appended 100 more events meanwhile (the events
+        // this waits for; a loaded machine makes it slower, never shorter).
+        let guardDeadline = Date().addingTimeInterval(hangGuardSeconds)
+        func writersAppendedMeanwhile() throws -> Bool { try ledger.headSequence() > before + 100 }
+        while Date() < guardDeadline {
+            if runs >= 40, try writersAppendedMeanwhile() { break }
             let report = try ledger.verify()
             #expect(report.isHealthy, "run \(runs): \(report.findings)")
             runs += 1

@@ -27,14 +27,14 @@ func posixLocks(onFile path: String) -> [String] {
     }
 }
 
-/// Waits until the process's output has a line starting with `prefix`; returns that line.
-func line(_ process: RunningProcess, startingWith prefix: String, within seconds: Double = 30) -> String? {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if let found = process.stdoutSoFar.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) { return String(found) }
-        usleep(5_000)
+/// Waits until the process's output has a line starting with `prefix` and returns it; nil once
+/// the process has exited without one (or past the hang guard).
+func line(_ process: RunningProcess, startingWith prefix: String, within seconds: Double = hangGuardSeconds) -> String? {
+    func found() -> String? {
+        process.stdoutSoFar.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }).map(String.init)
     }
-    return nil
+    _ = waitUntil(timeout: seconds) { found() != nil || !process.process.isRunning }
+    return found() ?? (process.waitForOutput(containing: prefix, timeout: 0) ? found() : nil)
 }
 
 /// iOS suspends processes and kills a suspended one that holds a file lock in a shared
@@ -163,8 +163,8 @@ func line(_ process: RunningProcess, startingWith prefix: String, within seconds
         try ledger.append(event())
         let lockFile = path + "/lock.mdb"
         #expect(!posixLocks(onFile: lockFile).isEmpty)
-        let deadline = Date().addingTimeInterval(5)
-        while !posixLocks(onFile: lockFile).isEmpty, Date() < deadline { usleep(20_000) }
+        // The idle close is the event: waited for, not given a budget.
+        _ = waitUntil { posixLocks(onFile: lockFile).isEmpty }
         #expect(posixLocks(onFile: lockFile).isEmpty, "still open after the idle period: \(posixLocks(onFile: lockFile))")
         // The next calls reopen transparently.
         #expect(try ledger.count() == 1)

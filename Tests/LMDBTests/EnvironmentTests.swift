@@ -241,8 +241,7 @@ func be(_ i: Int) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: UInt64(i)
         let env = try Environment.open(directory: dir.path, configuration: config())
         let holder = try Processes.start(agent, ["hold-reader", dir.path])
         // Wait until it holds its read transaction.
-        let deadline = Date().addingTimeInterval(30)
-        while !holder.stdoutSoFar.contains("holding") && Date() < deadline { usleep(5000) }
+        _ = holder.waitForOutput(containing: "holding")
         #expect(holder.stdoutSoFar.contains("holding"))
         #expect(try env.readers().contains { $0.pid == holder.pid && $0.transactionID != nil })
         holder.kill()

@@ -211,9 +211,7 @@ let scenarioLines = """
         let follower = try Processes.start(ledgerBinary, ["events", path, "--follow", "--json", "--type", "b"])
         usleep(200_000)
         #expect(try ledger("append", path, "--origin", "widget", input: #"{"type":"b","data":{"n":2}}"#).status == 0)
-        let deadline = Date().addingTimeInterval(20)
-        while !follower.stdoutSoFar.contains(#""sequence":2"#) && Date() < deadline { usleep(10_000) }
-        #expect(follower.stdoutSoFar.contains(#""sequence":2"#))
+        #expect(follower.waitForOutput(containing: #""sequence":2"#), "\(follower.stdoutSoFar)")
         #expect(!follower.stdoutSoFar.contains(#""sequence":1"#))  // filtered by type
         follower.kill()
         _ = try? follower.wait(timeout: 10)
@@ -311,6 +309,7 @@ let scenarioLines = """
 @Suite struct HostileInputTests {
     @Test func pathsWithSpacesAndNonASCII() throws {
         let dir = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: dir.child("my inbox ✓"), withIntermediateDirectories: false)
         let path = dir.child("my inbox ✓/ledger ü")
         #expect(try ledger("append", path, input: #"{"type":"a","data":1}"#).status == 0)
         #expect(try jsonObject(try ledger("inspect", path, "--json").stdout)["eventCount"] as? Int == 1)

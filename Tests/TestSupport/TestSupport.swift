@@ -128,6 +128,22 @@ public final class RunningProcess: @unchecked Sendable {
     /// Sends SIGKILL.
     public func kill() { _ = Glibc.kill(process.processIdentifier, SIGKILL) }
 
+    /// Waits until stdout contains `text` (true) or the process has exited without writing it
+    /// (false): waits for the event, whatever the machine's load; `timeout` only guards against
+    /// a hang (the process is left running past it).
+    public func waitForOutput(containing text: String, timeout: Double = hangGuardSeconds) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !stdoutSoFar.contains(text) {
+            if !process.isRunning {
+                _ = group.wait(timeout: .now() + hangGuardSeconds)  // the rest of its output
+                return stdoutSoFar.contains(text)
+            }
+            if Date() > deadline { return false }
+            usleep(2000)
+        }
+        return true
+    }
+
     /// Whether the process exits within `seconds` (it is left running if not).
     public func exits(within seconds: Double) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
@@ -158,6 +174,21 @@ public final class RunningProcess: @unchecked Sendable {
             stderr: String(decoding: errData, as: UTF8.self),
             signalled: process.terminationReason == .uncaughtSignal)
     }
+}
+
+/// How long a test waits for an event (a line, an exit, a condition) before calling it a hang:
+/// minutes, so that a loaded machine only makes tests slower, never failing. Not a budget any
+/// assertion relies on.
+public let hangGuardSeconds: Double = 600
+
+/// Polls `condition` until it holds (true) or `timeout` passes (false: a hang).
+public func waitUntil(timeout: Double = hangGuardSeconds, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while try !condition() {
+        if Date() > deadline { return false }
+        usleep(2000)
+    }
+    return true
 }
 
 /// A small deterministic generator (SplitMix64) so randomised tests can be replayed from a seed.
