@@ -125,15 +125,26 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// Maps an LMDB error met during `operation` on the ledger at `path`.
-    static func from(_ error: any Error, path: String, operation: String) -> LedgerError {
+    /// Maps an LMDB error met during `operation` on the ledger at `path`. A write that timed
+    /// out waiting for the writer lock is best mapped by ``Ledger/writeError(_:operation:)``,
+    /// which can name the holder and the timeout; here it is `writerBusy` without them.
+    static func from(_ error: any Error, path: String, operation: String, writeTimeout: Double? = nil) -> LedgerError {
         if let ledgerError = error as? LedgerError { return ledgerError }
+        if case .malformed(let table, let key)? = error as? ProjectionError {
+            // A damaged projection row is damage to the store, not a bug of this library.
+            return .corruptStore(path: path, reason: "projection table '\(table.rawValue)' has a malformed row '\(key)' (\(operation))")
+        }
         guard let lmdb = error as? LMDBError else {
             return .unexpected(path: path, operation: operation, reason: String(describing: error))
         }
         switch lmdb {
-        case .mapFull: return .storeFull(path: path, reason: "the map reached its maximum size (raise maxMapSize)")
+        // This layer's own conditions first, by their cases: no C code can stand for them.
         case .suspended: return .suspended
+        case .writeLockTimeout: return .writerBusy(path: path, holder: nil, waitedSeconds: writeTimeout ?? LedgerOptions().writeTimeout)
+        case .code: break
+        }
+        switch lmdb {
+        case .mapFull: return .storeFull(path: path, reason: "the map reached its maximum size (raise maxMapSize)")
         case .readersFull: return .readerSlotsFull(path: path, slots: EnvironmentConfiguration().maxReaders)
         case .noSpace: return .storeFull(path: path, reason: "no space left on device")
         case LMDBError(rawValue: EIO) where (FileSystem.availableBytes(at: path) ?? .max) < 1 << 20:

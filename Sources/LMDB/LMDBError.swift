@@ -6,7 +6,10 @@ import Glibc
 import Darwin
 #endif
 
-/// An error returned by the LMDB C library (an `MDB_*` code or a system `errno`).
+/// An error of the LMDB layer: a code returned by the LMDB C library (an `MDB_*` code or a
+/// system `errno`), or one of this layer's own conditions, which have cases of their own so
+/// that no C code can be mistaken for them (a real `ETIMEDOUT` while opening is
+/// `.code(ETIMEDOUT)`, never ``writeLockTimeout``).
 ///
 /// Named codes let callers match errors without comparing raw integers:
 ///
@@ -17,23 +20,47 @@ import Darwin
 ///     // already there
 /// }
 /// ```
-public struct LMDBError: Error, RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-    /// The C return code: one of the `MDB_*` codes (negative) or an `errno` value (positive).
-    public let rawValue: Int32
+public enum LMDBError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// A C return code: one of the `MDB_*` codes (negative) or an `errno` value (positive).
+    case code(Int32)
+    /// This layer's: the process is suspended (``Environment/suspendAll(waitingMilliseconds:)``);
+    /// nothing was locked or touched.
+    case suspended
+    /// This layer's: another process held the writer lock past the write timeout
+    /// (``Environment/writeLockHolder()`` names it); nothing was written.
+    case writeLockTimeout
 
     /// The error of C return code `rawValue`.
-    public init(rawValue: Int32) { self.rawValue = rawValue }
+    public init(rawValue: Int32) { self = .code(rawValue) }
 
-    /// The library's own message for this code (`mdb_strerror`), or this layer's for its own codes.
+    /// The C return code; for this layer's own conditions, a value no C call returns
+    /// (−30600 suspended, −30601 write-lock timeout: below `MDB_LAST_ERRCODE`'s range, never an `errno`).
+    public var rawValue: Int32 {
+        switch self {
+        case .code(let code): code
+        case .suspended: -30_600
+        case .writeLockTimeout: -30_601
+        }
+    }
+
+    /// The library's own message for this code (`mdb_strerror`), or this layer's for its own conditions.
     public var message: String {
-        if self == .suspended { return "the process's ledgers are suspended (call resume() first)" }
-        if self == .writeLockTimeout { return "another process held the write lock for longer than the write timeout" }
-        guard let cString = mdb_strerror(rawValue) else { return "LMDB error \(rawValue)" }
-        return String(cString: cString)
+        switch self {
+        case .suspended: return "the process's ledgers are suspended (call resume() first)"
+        case .writeLockTimeout: return "another process held the write lock for longer than the write timeout"
+        case .code(let code):
+            guard let cString = mdb_strerror(code) else { return "LMDB error \(code)" }
+            return String(cString: cString)
+        }
     }
 
     /// The code and its message.
-    public var description: String { "LMDB error \(rawValue): \(message)" }
+    public var description: String {
+        switch self {
+        case .code(let code): "LMDB error \(code): \(message)"
+        case .suspended, .writeLockTimeout: message
+        }
+    }
 
     /// `MDB_KEYEXIST`: key/data pair already exists.
     public static let keyExists = LMDBError(rawValue: MDB_KEYEXIST)
@@ -86,12 +113,8 @@ public struct LMDBError: Error, RawRepresentable, Hashable, Sendable, CustomStri
     public static let noSuchFile = LMDBError(rawValue: ENOENT)
     /// `ENOMEM`: out of memory (or address space for the map).
     public static let outOfMemory = LMDBError(rawValue: ENOMEM)
-    /// This layer's own code: the process is suspended (``Environment/suspendAll(waitingMilliseconds:)``);
-    /// nothing was locked or touched.
-    public static let suspended = LMDBError(rawValue: -30_600)
-    /// `ETIMEDOUT` from a write: another process held the writer lock past the write timeout
-    /// (``Environment/writeLockHolder()`` names it).
-    public static let writeLockTimeout = LMDBError(rawValue: ETIMEDOUT)
+    /// `ETIMEDOUT`: a system call timed out (never this layer's ``writeLockTimeout``).
+    public static let timedOut = LMDBError(rawValue: ETIMEDOUT)
     /// `EBUSY`: a read-only opening that could not register as a reader, while other
     /// processes have the environment open (docs/lmdb.md rule 22).
     public static let busy = LMDBError(rawValue: EBUSY)
