@@ -118,6 +118,8 @@ public final class Ledger: Sendable {
                 throw .storage(path: path, operation: "open", code: EBUSY, message: "another process has held lock.mdb's initialisation lock for more than \(Double(configuration.openRetryMilliseconds) / 1000) s (stopped or suspended while opening the ledger?)")
             case .busy:
                 throw .permissionDenied(path: path, reason: "lock.mdb cannot be written here (read-only mount?) while other processes have the ledger open: a reader that cannot register its snapshot could read pages being reused under it; open it through a writable path, or when no other process uses it")
+            case LMDBError(rawValue: EBADF):
+                throw .storage(path: path, operation: "open", code: EBADF, message: "descriptors 0–2 are closed and /dev/null cannot be opened to fill them: LMDB's files would take them, and what the process prints would be written into the store (docs/lmdb.md rule 28)")
             case .permissionDenied where options.readOnly:
                 throw .permissionDenied(path: path, reason: "cannot open lock.mdb for writing; LMDB keeps its reader table there, so even a read-only process needs write access to it")
             default:
@@ -132,15 +134,6 @@ public final class Ledger: Sendable {
     private static func establish(_ environment: Environment, path: String, configuration: EnvironmentConfiguration,
                                   options: LedgerOptions) throws(LedgerError) -> LedgerMetadata {
         let writable = !options.readOnly && options.create
-        if !environment.hasDatabase(Schema.metaName) {
-            // An LMDB file without our metadata table: either a ledger another process is
-            // creating right now (no tables, or only ours) or someone else's file, never touched.
-            // Unreadable names count as foreign ("?"): the file is then refused, never touched.
-            let names = (try? environment.namedDatabases()) ?? ["?"]
-            guard writable, Set(names).isSubset(of: Schema.allNames) else {
-                throw .notALedger(path: path, reason: "data.mdb holds no ledger metadata")
-            }
-        }
         /// Opens every table, creating the missing ones (the environment's databases are shared
         /// by every handle of the process, so `environment` sees them afterwards).
         func createTables(_ operation: String) throws(LedgerError) {
@@ -151,6 +144,15 @@ public final class Ledger: Sendable {
             }
         }
         var found = environment.hasDatabase(Schema.metaName) ? try readMetadata(environment, path: path) : nil
+        if found == nil {
+            // No ledger identity: only a creation of this library's own may be finished; anything
+            // else is someone else's environment, refused before anything is written.
+            switch try unidentified(environment, path: path) {
+            case .ledger: found = try readMetadata(environment, path: path)  // its creator finished meanwhile
+            case .foreign(let reason): throw .notALedger(path: path, reason: "data.mdb holds no ledger metadata: \(reason); nothing was written")
+            case .creation: break
+            }
+        }
         if found == nil {
             guard writable else { throw .notALedger(path: path, reason: "data.mdb holds no ledger metadata") }
             try createTables("create ledger")
@@ -166,6 +168,59 @@ public final class Ledger: Sendable {
             try createTables("open")
         }
         return metadata
+    }
+
+    /// What an LMDB environment without the ledger's identity (`meta`'s `format-version`) is.
+    private enum Unidentified {
+        /// The identity is there after all: another process finished the creation meanwhile.
+        case ledger
+        /// What this library's creation leaves before the identity is written: nothing committed
+        /// (transaction 0), or the ledger's tables, every one empty, committed by the creation's
+        /// first transaction (docs/operations.md, "Damaged beginnings and files that are not a ledger").
+        case creation
+        /// Anything else: another application's environment (`reason` says what gives it away).
+        case foreign(String)
+    }
+
+    /// Tells this library's unfinished creation from another application's LMDB environment,
+    /// in one read transaction (nothing is written): other tables, a table with entries, or
+    /// committed transactions that left none of the ledger's tables.
+    private static func unidentified(_ environment: Environment, path: String) throws(LedgerError) -> Unidentified {
+        do {
+            let names = try environment.namedDatabases()
+            let transactions = try environment.info().lastTransactionID
+            let others = names.filter { !Schema.allNames.contains($0) }.sorted()
+            if !others.isEmpty {
+                return .foreign("it holds tables a ledger does not have (\(others.prefix(3).map { "'\($0)'" }.joined(separator: ", "))\(others.count > 3 ? ", …" : ""))")
+            }
+            if names.isEmpty {
+                return transactions == 0 ? .creation
+                    : .foreign("an empty LMDB environment with \(transactions) committed transaction(s) that this library did not create (its creation commits the ledger's tables in its first transaction)")
+            }
+            return try environment.read { txn -> Unidentified in
+                if environment.hasDatabase(Schema.metaName), try txn.get(environment.database(Schema.metaName), key: Schema.MetaKey.format) != nil {
+                    return .ledger
+                }
+                for name in names.sorted() {
+                    let entries = try txn.statistics(environment.database(name)).entries
+                    guard entries == 0 else {
+                        return .foreign(name == Schema.metaName
+                            ? "its 'meta' table has \(entries) entries but not the ledger's identity (format-version, ledger-id)"
+                            : "ledger metadata is missing but table '\(name)' holds \(entries) entries")
+                    }
+                }
+                // Empty tables of the ledger's only: the creation's first transaction (all of them at
+                // once; every version of this library has created `meta` and `events` together) —
+                // or, after it, the tables an older library's creation lacked.
+                let core: Set = [Schema.metaName, Schema.eventsName]
+                guard core.isSubset(of: names), transactions <= 1 || Set(names) == Set(Schema.allNames) else {
+                    return .foreign("only some of the ledger's tables (\(names.count) of \(Schema.allNames.count)), empty, after \(transactions) committed transactions: not what this library's creation leaves")
+                }
+                return .creation
+            }
+        } catch {
+            throw LedgerError.from(error, path: path, operation: "open")
+        }
     }
 
     /// Decides whether a new ledger is to be created, checking everything that can be checked

@@ -56,6 +56,12 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
     case corruptRecord(sequence: UInt64, reason: String)
     /// The store's files are damaged (truncated, or LMDB reports corruption).
     case corruptStore(path: String, reason: String)
+    /// `data.mdb` or `lock.mdb` is not the file every process coordinates through: linked,
+    /// symlinked, renamed, replaced or deleted while in use (a backup, restore or sync tool), so
+    /// two writers could overwrite each other's commits or a write could go to a file no path
+    /// names. `reason` says which file and what happened; nothing was written
+    /// (docs/operations.md, "Files moved under a running ledger").
+    case filesNotShared(path: String, reason: String)
     /// The map reached its configured maximum, or the device is full.
     case storeFull(path: String, reason: String)
     /// The process's ledgers are suspended (``Ledger/suspend(waitingUpTo:)``): nothing was
@@ -102,6 +108,7 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
             "consumer '\(name)' moved from \(expected) to \(actual) since this batch was read; nothing was written"
         case .corruptRecord(let seq, let reason): "corrupt record at sequence \(seq): \(reason)"
         case .corruptStore(let path, let reason): "\(path): corrupt store: \(reason)"
+        case .filesNotShared(let path, let reason): "\(path): files not shared: \(reason); nothing was written"
         case .storeFull(let path, let reason): "\(path): store full: \(reason)"
         case .suspended: "ledgers are suspended in this process (call Ledger.resume() first); nothing was done"
         case .writerBusy(let path, let holder, let waited):
@@ -121,7 +128,7 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case .suspended, .writerBusy, .readerSlotsFull: true
         case .notALedger, .newerFormat, .permissionDenied, .readOnly, .invalidEvent, .eventTooLarge, .idempotencyConflict,
              .unknownConsumer, .consumerGap, .consumerConflict, .headMoved, .corruptRecord, .corruptStore, .storeFull, .storage,
-             .invalidArgument, .unexpected, .newerProjections, .projectionUpgradeNeeded, .eventDecoding: false
+             .invalidArgument, .unexpected, .newerProjections, .projectionUpgradeNeeded, .eventDecoding, .filesNotShared: false
         }
     }
 
@@ -155,6 +162,8 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
             return .permissionDenied(path: path, reason: "\(lmdb.message) (open read-only to read it)")
         case .readOnlyFileSystem: return .permissionDenied(path: path, reason: "read-only file system (open read-only to read it)")
         case .corrupted, .pageNotFound, .panic: return .corruptStore(path: path, reason: lmdb.message)
+        case .filesNotShared:
+            return .filesNotShared(path: path, reason: FileSharing.refusal(directory: path) ?? "data.mdb or lock.mdb was linked, replaced or deleted while in use")
         case .invalid, .versionMismatch: return .notALedger(path: path, reason: lmdb.message)
         default: return .storage(path: path, operation: operation, code: lmdb.rawValue, message: lmdb.message)
         }

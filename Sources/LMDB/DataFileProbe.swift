@@ -35,6 +35,9 @@ public enum DataFileProbe: Sendable, Equatable {
     /// A file shorter than its meta page's last used page is walked (``PageWalker``) to tell
     /// a real truncation from pages that were allocated and freed without ever being written.
     public static func probe(directory: String) -> DataFileProbe {
+        // The probe's descriptor must not be 0–2 either (docs/lmdb.md rule 28); a failure to fill
+        // them is reported by the opening that follows (StorePreparation).
+        do { try StandardDescriptors.ensureOpen() } catch {}
         if let problem = irregularFile(directory: directory, name: "lock.mdb") { return problem }
         if let problem = irregularFile(directory: directory, name: "data.mdb") { return problem }
         let path = directory + "/data.mdb"
@@ -78,7 +81,7 @@ public enum DataFileProbe: Sendable, Equatable {
             if head.count >= 24, MetaPage.load32(head, 16) == MetaPage.magic {
                 return MetaPage.load32(head, 20) == MetaPage.dataVersion ? .damagedMeta(reason: "meta page 0 is damaged") : .notLMDB
             }
-            return .notLMDB
+            return damagedStart(fd: fd, head: head, fileSize: Int(s.st_size)) ?? .notLMDB
         }
         let pageSize = first.pageSize
         let secondBytes = head.count > pageSize ? Array(head[pageSize..<min(head.count, 2 * pageSize)]) : []
@@ -134,14 +137,22 @@ public enum DataFileProbe: Sendable, Equatable {
         return nil
     }
 
+    /// The most pages a creation by this library writes before its first meta page that
+    /// records a commit: LMDB's two initial meta pages, and the one leaf of the main tree the
+    /// first transaction writes (it names the new tables, every one of them still empty).
+    /// Checked by `StoreFaultTests.aCreationWritesNoMoreThanTheProbeAllows`.
+    static let creationPages = 3
+
     /// Nothing was ever committed: both meta slots are zeros or LMDB's initial meta page
-    /// (transaction 0), and every later page is zeros or an LMDB page at its own number (what an
-    /// uncommitted first transaction writes before its meta page). A power cut can leave any
-    /// subset of those writes. Anything else — a foreign file — is not a creation to finish.
+    /// (transaction 0), the file is no larger than a creation writes (``creationPages``), and
+    /// its one later page is zeros or exactly what a creation's uncommitted first transaction
+    /// writes there — the main tree's leaf naming empty tables. A power cut can leave any subset
+    /// of those writes. Anything else — a ledger whose meta pages were zeroed, a foreign file —
+    /// is not a creation to finish: emptying it would destroy what it holds (docs/lmdb.md rule 23).
     private static func unfinishedCreation(fd: Int32, head: [UInt8], fileSize: Int) -> DataFileProbe? {
         let metas = [0, 4096, 8192, 16384, 32768, 65536].compactMap { MetaPage(head, at: $0) }
         let pageSize = metas.first?.pageSize ?? Int(sysconf(Int32(_SC_PAGESIZE)))
-        guard metas.allSatisfy({ $0.transactionID == 0 && $0.pageSize == pageSize }), fileSize <= 64 * pageSize else { return nil }
+        guard metas.allSatisfy({ $0.transactionID == 0 && $0.pageSize == pageSize }), fileSize <= creationPages * pageSize else { return nil }
         guard case .success(let bytes) = readAt(fd, offset: 0, count: fileSize) else { return nil }
         var page = 0
         while page * pageSize < bytes.count {
@@ -152,13 +163,57 @@ public enum DataFileProbe: Sendable, Equatable {
                     guard let meta = MetaPage(slice, at: 0), meta.transactionID == 0,
                           slice[MetaPage.size...].allSatisfy({ $0 == 0 }) else { return nil }
                 } else {
-                    guard slice.count >= 16, MetaPage.load64(slice, 0) == UInt64(page),
-                          MetaPage.load16(slice, 10) & 0x07 != 0 else { return nil }
+                    guard isCreationLeaf(slice, page: page) else { return nil }
                 }
             }
             page += 1
         }
         return .unfinishedCreation(fileSize: fileSize)
+    }
+
+    /// Whether `bytes` is the main tree's leaf as a creation's first transaction writes it at
+    /// `page`: every node a named database (`F_SUBDATA`, a 48-byte `MDB_db`) with no entries and
+    /// no root page.
+    static func isCreationLeaf(_ bytes: [UInt8], page: Int) -> Bool {
+        guard bytes.count >= 16, MetaPage.load64(bytes, 0) == UInt64(page), MetaPage.load16(bytes, 10) == 0x02 else { return false }
+        let lower = Int(MetaPage.load16(bytes, 12)), upper = Int(MetaPage.load16(bytes, 14))
+        guard lower > 16, lower <= upper, upper <= bytes.count, (lower - 16) % 2 == 0 else { return false }
+        for slot in stride(from: 16, to: lower, by: 2) {
+            let node = Int(MetaPage.load16(bytes, slot))
+            guard node >= upper, node + 8 <= bytes.count else { return false }
+            let dataSize = Int(MetaPage.load16(bytes, node)) | Int(MetaPage.load16(bytes, node + 2)) << 16
+            let flags = MetaPage.load16(bytes, node + 4), keySize = Int(MetaPage.load16(bytes, node + 6))
+            let record = node + 8 + keySize
+            guard flags == 0x02, dataSize == 48, keySize > 0, record + 48 <= bytes.count else { return false }
+            guard MetaPage.load64(bytes, record + 32) == 0, MetaPage.load64(bytes, record + 40) == UInt64.max else { return false }
+        }
+        return true
+    }
+
+    /// Why a file whose first page is no meta page is damaged rather than foreign: another meta
+    /// page of a committed transaction (LMDB 0.9 refuses a file with either meta page damaged,
+    /// but the store's trees are all there), or zeroed meta pages in front of LMDB pages (at
+    /// their own numbers) that an unfinished creation cannot have written. Nil: not LMDB.
+    private static func damagedStart(fd: Int32, head: [UInt8], fileSize: Int) -> DataFileProbe? {
+        for pageSize in [4096, 8192, 16384, 32768, 65536] {
+            if let other = MetaPage(head, at: pageSize), other.pageSize == pageSize {
+                let zeroed = head.prefix(min(head.count, pageSize)).allSatisfy { $0 == 0 }
+                return .damagedMeta(reason: "meta page 0 is \(zeroed ? "all zeros" : "damaged") (meta page 1, of transaction \(other.transactionID), is intact): not an unfinished creation, so nothing was emptied")
+            }
+        }
+        let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+        guard head.prefix(2 * pageSize).allSatisfy({ $0 == 0 }) else { return nil }
+        // Look for LMDB pages (branch, leaf or overflow, at their own number) among the first pages.
+        let pages = min(fileSize / pageSize, 64)
+        guard pages > 2, case .success(let bytes) = readAt(fd, offset: 0, count: pages * pageSize) else { return nil }
+        let found = (2..<pages).filter { page in
+            let start = page * pageSize
+            guard start + 16 <= bytes.count else { return false }
+            let slice = Array(bytes[start..<(start + 16)])
+            return MetaPage.load64(slice, 0) == UInt64(page) && MetaPage.load16(slice, 10) & 0x07 != 0
+        }
+        guard !found.isEmpty else { return nil }
+        return .damagedMeta(reason: "both meta pages (its first \(2 * pageSize) bytes) are all zeros, but the file holds \(fileSize) bytes with LMDB pages (page \(found[0]) and \(found.count - 1) more among the first \(pages)): a damaged store, not an unfinished creation (at most \(creationPages * pageSize) bytes), so nothing was emptied")
     }
 
     private static func irregularFile(directory: String, name: String) -> DataFileProbe? {

@@ -159,6 +159,11 @@ public final class Environment: Sendable {
                                 durability: durability, body)
     }
 
+    /// Throws ``LMDBError/filesNotShared`` (``FileSharing/refusal(directory:)`` says why) unless
+    /// `data.mdb` and `lock.mdb` are still the files this process opened, neither linked nor
+    /// replaced: the check every write transaction makes first (docs/lmdb.md rule 29).
+    public func checkFilesShared() throws(LMDBError) { try shared.checkFilesShared() }
+
     /// The pid of the process holding the writer lock now, if one does and it can be told.
     public func writeLockHolder() -> Int32? { shared.writeLockHolder() }
 

@@ -22,6 +22,10 @@ struct OpenHandle: @unchecked Sendable {
     // @unchecked: C handles; used only under the gate (see SharedEnvironment).
     let env: OpaquePointer
     let lockFile: Int32
+    /// A duplicate of LMDB's `data.mdb` descriptor holding a shared `flock` while the
+    /// environment is open, and the identity of both files at open (docs/lmdb.md rule 29).
+    var dataFile: Int32 = -1
+    var identity: FileIdentity? = nil
 }
 
 /// The single environment of one directory in this process. Its `MDB_env` can be closed —
@@ -122,9 +126,20 @@ final class SharedEnvironment: @unchecked Sendable {
                 // Our own descriptor of lock.mdb for the writer lock, opened only once LMDB holds
                 // its locks (it is closed only after mdb_env_close, see OpenHandle).
                 let lockFile = configuration.readOnly ? -1 : open(directory + "/lock.mdb", O_RDWR | O_CLOEXEC)
+                // The files LMDB opened must be the ones every process shares (docs/lmdb.md rule 29).
+                let identity: FileIdentity, dataFile: Int32
+                do throws(LMDBError) {
+                    identity = try FileIdentity.capture(env: env, directory: directory)
+                    if let problem = identity.problem(directory: directory) { throw FileSharing.refuse(directory, problem) }
+                    dataFile = try FileSharing.holdDataFile(env: env)
+                } catch {
+                    mdb_env_close(env)
+                    if lockFile >= 0 { close(lockFile) }
+                    throw error
+                }
                 var dead: Int32 = 0
                 _ = mdb_reader_check(env, &dead)  // best effort: a failure here is retried every 30 s by committers
-                return OpenHandle(env: env, lockFile: lockFile)
+                return OpenHandle(env: env, lockFile: lockFile, dataFile: dataFile, identity: identity)
             }
             mdb_env_close(env)
             let transient = code == EAGAIN || code == EBUSY || code == EINTR || code == ETIMEDOUT
@@ -193,6 +208,7 @@ final class SharedEnvironment: @unchecked Sendable {
     }
 
     private func closeC(_ opened: OpenHandle) {
+        FileSharing.releaseDataFile(opened.dataFile)  // before LMDB's lock on lock.mdb goes (rule 29)
         mdb_env_close(opened.env)
         if opened.lockFile >= 0 { close(opened.lockFile) }
     }
@@ -342,6 +358,14 @@ final class SharedEnvironment: @unchecked Sendable {
         (try? withHandle { (opened: OpenHandle) throws(LMDBError) -> Int32? in  // a closed or suspended environment has no holder to tell
             WriterLock.holder(opened.lockFile)
         }) ?? nil
+    }
+
+    /// Throws ``LMDBError/filesNotShared`` unless the paths still name the files this process
+    /// opened — the check every write transaction makes (docs/lmdb.md rule 29).
+    func checkFilesShared() throws(LMDBError) {
+        try withHandle { (opened: OpenHandle) throws(LMDBError) in
+            if let problem = opened.identity?.problem(directory: directory) { throw FileSharing.refuse(directory, problem) }
+        }
     }
 
     func setDurability(_ durability: Durability) throws(LMDBError) {
@@ -546,6 +570,12 @@ final class SharedEnvironment: @unchecked Sendable {
                 mdb_txn_abort(txnPointer)
                 throw error
             }
+        }
+        // Under LMDB's writer mutex: the paths must still name the files this process writes
+        // and coordinates through — two lstat calls (docs/lmdb.md rule 29, docs/benchmarks.md).
+        if let problem = opened.identity?.problem(directory: directory) {
+            mdb_txn_abort(txnPointer)
+            throw FileSharing.refuse(directory, problem)
         }
         writingThread.withLock { $0 = pthread_self() }
         defer { writingThread.withLock { $0 = nil } }

@@ -24,6 +24,8 @@ enum StorePreparation {
     static func lockFileSize(maxReaders: Int) -> Int { 192 + (maxReaders - 1) * 64 }
 
     static func prepare(directory: String, configuration: EnvironmentConfiguration) throws(LMDBError) {
+        // Before this layer or LMDB opens any file of the store (docs/lmdb.md rule 28).
+        try StandardDescriptors.ensureOpen()
         let lockPath = directory + "/lock.mdb"
         let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, mode_t(configuration.fileMode))
         guard fd >= 0 else {
@@ -44,6 +46,8 @@ enum StorePreparation {
         guard try lockPreparation(fd, timeoutMilliseconds: configuration.openRetryMilliseconds) else { return }
         defer { _ = ByteLock.set(fd, F_UNLCK, at: ByteLock.preparation) }
         guard try ByteLock.holder(fd, at: ByteLock.environmentInUse) == nil else { return }  // another process has the environment open
+        // The first opener through this lock.mdb: nobody may have data.mdb open through another (rule 29).
+        try FileSharing.refuseDataFileInUse(directory: directory)
         if !configuration.readOnly { try finishInterruptedCreation(directory + "/data.mdb") }
         guard fstat(fd, &s) == 0 else { throw LMDBError(rawValue: errno) }
         let size = max(Int(s.st_size), lockFileSize(maxReaders: configuration.maxReaders))

@@ -168,6 +168,21 @@ func appendKey(dir: String, key: String, data: String) {
     }
 }
 
+/// Reads keys from stdin, one a line, and appends one keyed event for each; prints
+/// "ack <seq>" or "refused <error>" per line, then "bye" at the end of input.
+func appendLines(dir: String) {
+    let ledger = openLedger(dir, role: "lines")
+    say("open")
+    while let line = readLine() {
+        do {
+            say("ack \(try ledger.append(NewEvent(type: "test.keyed", payload: Array(#"{"k":"\#(line)"}"#.utf8), key: line)))")
+        } catch {
+            say("refused \(error)")
+        }
+    }
+    say("bye")
+}
+
 /// Appends COUNT badge deltas of +1, each in its own commit (a burst of small commits).
 func badgeBurst(dir: String, count: Int) {
     let ledger = openLedger(dir, role: "burst", durability: "none")
@@ -466,6 +481,8 @@ case "hold-reader":  // hold-reader DIR
     holdReader(dir: arg(2))
 case "hold-readers":  // hold-readers DIR LIMIT
     holdReaders(dir: arg(2), limit: int(3))
+case "append-lines":  // append-lines DIR   (keys on stdin)
+    appendLines(dir: arg(2))
 case "append-key":   // append-key DIR KEY DATA
     appendKey(dir: arg(2), key: arg(3), data: arg(4))
 case "open":  // open DIR [ro]

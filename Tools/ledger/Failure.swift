@@ -51,7 +51,7 @@ func openLedger(_ location: LedgerLocation, role: String = "cli", writes: Bool, 
 func fail(_ error: LedgerError) -> ExitCode {
     printError(error.description)
     switch error {
-    case .notALedger, .newerFormat, .permissionDenied, .corruptStore, .projectionUpgradeNeeded: return ExitCode(ExitStatus.cannotOpen)
+    case .notALedger, .newerFormat, .permissionDenied, .corruptStore, .projectionUpgradeNeeded, .filesNotShared: return ExitCode(ExitStatus.cannotOpen)
     case .invalidEvent, .invalidArgument, .eventTooLarge, .idempotencyConflict, .corruptRecord, .unknownConsumer, .consumerGap,
          .consumerConflict, .headMoved, .eventDecoding: return ExitCode(ExitStatus.problems)
     case .readOnly, .newerProjections, .storeFull, .storage, .writerBusy, .suspended, .readerSlotsFull, .unexpected: return ExitCode(ExitStatus.storage)

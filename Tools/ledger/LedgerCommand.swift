@@ -14,6 +14,9 @@ struct LedgerCommand: AsyncParsableCommand {
 
     /// Parses and runs, mapping ArgumentParser's usage failures to the documented exit code 2.
     static func main() async {
+        // Started with stdout or stderr closed, the guard's pipe (or a ledger file) would take
+        // descriptor 1 or 2: fill them with /dev/null first (docs/operations.md).
+        do { try Ledger.ensureStandardDescriptors() } catch { Foundation.exit(ExitStatus.storage) }
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {

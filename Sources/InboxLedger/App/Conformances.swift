@@ -113,6 +113,7 @@ extension LedgerError: LocalizedError {
         case .headMoved: "Read again, decide again, and append with the new head."
         case .consumerConflict: "Another instance of the consumer handled these events: read the next batch."
         case .corruptRecord, .corruptStore: "Run `ledger verify`; restore the ledger from a backup or create a new one (docs/operations.md)."
+        case .filesNotShared: "Stop every process using the ledger, remove the extra link (or put the files back as one directory holding data.mdb and lock.mdb, no links), then reopen; back up with `ledger compact --copy-to`, never by linking or renaming files under running processes (docs/operations.md)."
         case .storeFull: "Free space on the device, or raise maxMapSize if the map reached it; run compaction to trim the log."
         case .suspended: "Call Ledger.resume() when the app is active again."
         case .writerBusy: "Retry later: nothing was written; another process holds the write lock."
