@@ -109,7 +109,7 @@ public final class Consumer: Sendable {
 extension Ledger {
     /// Where a new consumer starts.
     public enum ConsumerStart: Sendable {
-        /// Before the first event: it will read the whole log.
+        /// Before the first event still in the log: it will read every retained event.
         case beginning
         /// After the current head: it will read only what comes next.
         case end
@@ -126,7 +126,9 @@ extension Ledger {
             try write("register consumer") { txn in
                 guard try consumerRecord(name, in: txn) == nil else { return }
                 let now = options.clock.now().micros
-                let cursor = start == .end ? try headSequence(in: txn) : 0
+                // `.beginning` is the first event still in the log: on a trimmed log, a cursor of 0
+                // would be behind the trim (a consumer gap) from its very first call.
+                let cursor = start == .end ? try headSequence(in: txn) : try firstSequence(in: txn) - 1
                 try writeConsumer(ConsumerRecord(cursor: cursor, lastSeen: now, createdAt: now), named: name, in: txn)
             }
         }
