@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import InboxLedger
 
-struct Append: ParsableCommand {
+struct Append: ParsableCommand, GuardedCommand {
     static let configuration = CommandConfiguration(
         abstract: "Append events read as JSON lines from stdin.",
         discussion: """
@@ -49,9 +49,9 @@ struct Append: ParsableCommand {
         /// Commits the pending lines as one transaction and prints their sequence numbers.
         func commit() throws {
             guard !pending.isEmpty else { return }
+            let sequences: [UInt64]
             do {
-                let sequences = try ledger.append(contentsOf: pending)
-                emit(sequences.map(String.init).joined(separator: "\n"))
+                sequences = try ledger.append(contentsOf: pending)
             } catch {
                 if case .invalidEvent(let index, let field, let reason) = error, index < pendingLines.count {
                     printError("line \(pendingLines[index]): invalid event: \(field): \(reason) (nothing of its batch was written)")
@@ -73,6 +73,8 @@ struct Append: ParsableCommand {
             }
             pending.removeAll(keepingCapacity: true)
             pendingLines.removeAll(keepingCapacity: true)
+            // The batch is committed; a failed write stops before the next one is appended.
+            try emit(sequences.map(String.init).joined(separator: "\n"))
         }
 
         var reader = LineReader()

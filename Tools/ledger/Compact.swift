@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import InboxLedger
 
-struct Compact: AsyncParsableCommand {
+struct Compact: AsyncParsableCommand, GuardedCommand {
     static let configuration = CommandConfiguration(
         abstract: "Snapshot the projections and trim the log (once, or as a worker).",
         discussion: """
@@ -79,18 +79,18 @@ struct Compact: AsyncParsableCommand {
                 throw fail(error)
             }
             let size = (try? FileManager.default.attributesOfItem(atPath: copyTo + "/data.mdb")[.size] as? Int) ?? 0
-            emit(json ? try jsonLine(CopyOutput(copyTo: copyTo, fileBytes: size)) : "Wrote a compacted copy to \(copyTo) (data.mdb \(Units.bytes(size)))")
+            try emit(json ? try jsonLine(CopyOutput(copyTo: copyTo, fileBytes: size)) : "Wrote a compacted copy to \(copyTo) (data.mdb \(Units.bytes(size)))")
             return
         }
         let compactor = Compactor(ledger: ledger, policy: policy)
         if watch {
-            emit("Compacting \(location.path) when it holds more than \(triggerEvents) events; Ctrl-C to stop.")
+            try emit("Compacting \(location.path) when it holds more than \(triggerEvents) events; Ctrl-C to stop.")
             try await compactor.run()
             return
         }
         let report: CompactionReport
         do { report = try compactor.runOnce(dryRun: dryRun) } catch { throw fail(error) }
-        emit(json ? try jsonLine(CompactionOutput(report)) : Self.human(report))
+        try emit(json ? try jsonLine(CompactionOutput(report)) : Self.human(report))
     }
 
     static func human(_ r: CompactionReport) -> String {

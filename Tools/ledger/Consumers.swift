@@ -2,11 +2,14 @@ import ArgumentParser
 import Foundation
 import InboxLedger
 
-struct Consume: ParsableCommand {
+struct Consume: ParsableCommand, GuardedCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print the events after a consumer's cursor as JSON lines, then commit the cursor.",
         discussion: """
-            Registers the consumer (starting at the beginning of the log) if it does not exist.
+            Registers the consumer (at the first event still in the log) if it does not exist.
+            The cursor is committed only after every line was written to stdout: when a write
+            fails (the reader of a pipe has gone, a full disk), nothing is committed and the
+            command exits 4, so the next run prints the same events again.
 
             Example:
               ledger consume /tmp/inbox --name host-app --limit 50
@@ -28,27 +31,73 @@ struct Consume: ParsableCommand {
 
     func run() throws {
         let ledger = try openLedger(location, writes: true)
+        let consumer: Consumer
+        let batch: ConsumerBatch
         do {
-            let consumer = try ledger.consumer(named: name)
-            let batch = try consumer.next(limit: limit)
-            for event in batch.events { emit(try jsonLine(EventOutput(event))) }
-            try consumer.commit(batch)
-        } catch let error as LedgerError {
+            consumer = try ledger.consumer(named: name)
+            batch = try consumer.next(limit: limit)
+        } catch {
             throw fail(error)
         }
+        // Every write is checked and unbuffered (emit): a failed one throws before the commit.
+        for event in batch.events { try emit(try jsonLine(EventOutput(event))) }
+        do { try consumer.commit(batch) } catch { throw fail(error) }
     }
 }
 
 struct ConsumersCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "consumers",
-        abstract: "List consumers with cursor, lag and lease age, or drop one.",
-        subcommands: [ListConsumers.self, DropConsumer.self],
+        abstract: "List consumers with cursor, lag and lease age; drop or rebase one.",
+        subcommands: [ListConsumers.self, DropConsumer.self, RebaseConsumer.self],
         defaultSubcommand: ListConsumers.self
     )
 }
 
-struct DropConsumer: ParsableCommand {
+struct RebaseConsumer: ParsableCommand, GuardedCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rebase",
+        abstract: "Move a consumer's cursor to the head (after events it missed were trimmed).",
+        discussion: """
+            For a consumer that fails with "events it has not read were trimmed": the projections
+            carry the state up to the head, and pending actions stay queued until completed
+            (docs/semantics.md, "Consumers"). Renews its lease. Exit 1 if there is no consumer
+            by that name (none is registered).
+
+            Example:
+              ledger consumers rebase /tmp/inbox host-app
+            """
+    )
+
+    @OptionGroup var location: LedgerLocation
+
+    @Argument(help: "The consumer to rebase.")
+    var name: String
+
+    func validate() throws {
+        guard !location.readOnly else { throw ValidationError("rebase commits a cursor: it cannot run with --read-only") }
+    }
+
+    func run() throws {
+        let ledger = try openLedger(location, writes: true)
+        let before: UInt64
+        let head: UInt64
+        do {
+            // Only an existing consumer: `consumer(named:)` would register a missing one.
+            guard let info = try ledger.consumers().first(where: { $0.name == name }) else {
+                printError("\(location.path): no consumer named '\(name)'")
+                throw ExitCode(ExitStatus.problems)
+            }
+            before = info.cursor
+            head = try ledger.consumer(named: name).rebase()
+        } catch let error as LedgerError {
+            throw fail(error)
+        }
+        try emit("Rebased consumer '\(name)' from \(before) to \(head).")
+    }
+}
+
+struct DropConsumer: ParsableCommand, GuardedCommand {
     static let configuration = CommandConfiguration(
         commandName: "drop",
         abstract: "Remove a consumer: it no longer holds compaction back.",
@@ -71,11 +120,11 @@ struct DropConsumer: ParsableCommand {
             printError("\(location.path): no consumer named '\(name)'")
             throw ExitCode(ExitStatus.problems)
         }
-        emit("Dropped consumer '\(name)'.")
+        try emit("Dropped consumer '\(name)'.")
     }
 }
 
-struct ListConsumers: ParsableCommand {
+struct ListConsumers: ParsableCommand, GuardedCommand {
     static let configuration = CommandConfiguration(
         commandName: "list",
         abstract: "List consumers with cursor, lag and lease age (the default).",
@@ -96,11 +145,11 @@ struct ListConsumers: ParsableCommand {
         do { consumers = try ledger.consumers() } catch { throw fail(error) }
         let now = Timestamp.now
         if json {
-            emit(try jsonLine(consumers.map { ConsumerOutput($0, now: now) }))
+            try emit(try jsonLine(consumers.map { ConsumerOutput($0, now: now) }))
             return
         }
         if consumers.isEmpty {
-            emit("No consumers.")
+            try emit("No consumers.")
             return
         }
         var lines = ["consumer                 cursor        lag   lease age"]
@@ -109,6 +158,6 @@ struct ListConsumers: ParsableCommand {
             lines.append(c.name.padding(toLength: 20, withPad: " ", startingAt: 0)
                 + String(c.cursor).leftPadded(11) + String(c.lag).leftPadded(11) + age.leftPadded(12))
         }
-        emit(lines.joined(separator: "\n"))
+        try emit(lines.joined(separator: "\n"))
     }
 }

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import InboxLedger
 
-struct Events: AsyncParsableCommand {
+struct Events: AsyncParsableCommand, GuardedCommand {
     static let configuration = CommandConfiguration(
         abstract: "List events, filtered by sequence, type and origin.",
         discussion: """
@@ -55,22 +55,44 @@ struct Events: AsyncParsableCommand {
 
     func run() async throws {
         let ledger = try openLedger(location, writes: false)
+        // With --follow the command mostly waits: the reader of stdout leaving (a closed pipe)
+        // ends it at once instead of at the next event's failed write.
+        let readerWatch = follow ? ReaderWatch() : nil
         var printed = 0
         var iterator = ledger.iterator(after: after, pageSize: 1024)
         do {
             while follow || printed < limit {
                 guard let event = try iterator.next() else {
-                    if !follow { break }
-                    _ = try await ledger.waitForChange(after: iterator.position)
+                    guard let readerWatch else { break }
+                    if try await Self.readerGoneBeforeChange(ledger, after: iterator.position, readerWatch) {
+                        throw StandardStream.outputFailed(EPIPE)
+                    }
                     continue
                 }
                 if let before, event.sequence >= before { break }
                 guard matches(event) else { continue }
-                emit(json ? try jsonLine(EventOutput(event)) : EventFormatting.line(event, width: Style.width))
+                try emit(json ? try jsonLine(EventOutput(event)) : EventFormatting.line(event, width: Style.width))
                 printed += 1
             }
         } catch let error as LedgerError {
             throw fail(error)
+        }
+    }
+
+    /// Waits for an append after `position` or for the reader of stdout to leave, whichever
+    /// comes first; true if the reader left.
+    static func readerGoneBeforeChange(_ ledger: Ledger, after position: UInt64, _ watch: ReaderWatch) async throws -> Bool {
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                _ = try await ledger.waitForChange(after: position)
+                return false
+            }
+            group.addTask {
+                await watch.wait()
+                return true
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? false
         }
     }
 }

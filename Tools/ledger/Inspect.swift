@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import InboxLedger
 
-struct Inspect: ParsableCommand {
+struct Inspect: ParsableCommand, GuardedCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show a ledger's identity, contents and storage health.",
         discussion: """
@@ -23,11 +23,8 @@ struct Inspect: ParsableCommand {
     @Option(help: "How many of the latest events to show.")
     var last = 5
 
+    /// Runs in the guarded child (``Guarded``): a crash while reading is a corrupt store, exit 3.
     func run() throws {
-        _ = Guarded.runInChild { signal in
-            printError("\(location.path): corrupt store: reading it crashed the inspecting process (\(signal)); run `ledger verify` for the damaged pages")
-            return ExitStatus.cannotOpen
-        }
         let ledger = try openLedger(location, writes: false)
         let stats: LedgerStatistics
         let recent: [Event]
@@ -41,9 +38,9 @@ struct Inspect: ParsableCommand {
             throw fail(error)
         }
         if json {
-            emit(try jsonLine(InspectOutput(stats, recent: recent)))
+            try emit(try jsonLine(InspectOutput(stats, recent: recent)))
         } else {
-            emit(humanText(stats, recent: recent, widget: widget, path: ledger.path))
+            try emit(humanText(stats, recent: recent, widget: widget, path: ledger.path))
         }
     }
 

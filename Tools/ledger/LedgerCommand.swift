@@ -19,6 +19,7 @@ struct LedgerCommand: AsyncParsableCommand {
         do { try Ledger.ensureStandardDescriptors() } catch { Foundation.exit(ExitStatus.storage) }
         do {
             var command = try parseAsRoot()
+            runInGuardedChild(command)
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
@@ -32,6 +33,14 @@ struct LedgerCommand: AsyncParsableCommand {
             exit(withError: error)
         }
     }
+}
+
+/// A command that opens a ledger does its work in a child process (``Guarded``): damage that
+/// makes LMDB abort() or fault ends the child, and this process reports it; returns in the
+/// child (or when no child can be started), ends this process otherwise.
+private func runInGuardedChild(_ command: any ParsableCommand) {
+    guard let crash = (command as? any GuardedCommand)?.crashReport else { return }
+    _ = Guarded.runInChild(onSignal: crash.report)
 }
 
 /// `--durability durable|singleSync|none`.

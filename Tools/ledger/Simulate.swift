@@ -3,7 +3,7 @@ import Foundation
 import InboxLedger
 
 /// The inbox scenario, played by real processes: this binary re-executes itself as each role.
-struct Simulate: AsyncParsableCommand {
+struct Simulate: AsyncParsableCommand, GuardedCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the inbox scenario across real processes, then verify the ledger.",
         discussion: """
@@ -53,24 +53,32 @@ struct Simulate: AsyncParsableCommand {
             try p.run()
             return p
         }
-        let startHead = (try? ledger.headSequence()) ?? 0
+        let startHead = (try? await ledger.headSequence()) ?? 0
         var writers = [try spawn(.app), try spawn(.notificationService)]
         for w in 0..<widgets { writers.append(try spawn(.widget, ["--name", "widget-\(w + 1)"])) }
         let host = try spawn(.host)
         let compactor = try spawn(.compactor)
-        emit("Simulating on \(location.path): app, \(widgets) widgets, notification service, host consumer, compactor")
-        emit("   time      head   events/s  pending  badge  unread")
+        /// A progress line; when stdout cannot be written, the role processes are stopped first.
+        func progress(_ line: String) throws {
+            do { try emit(line) } catch {
+                for p in writers + [host, compactor] { p.terminate() }
+                for p in writers + [host, compactor] { p.waitUntilExit() }
+                throw error
+            }
+        }
+        try progress("Simulating on \(location.path): app, \(widgets) widgets, notification service, host consumer, compactor")
+        try progress("   time      head   events/s  pending  badge  unread")
 
         let started = Date()
         var lastHead = startHead
         var lastTime = started
         while true {
             try await Task.sleep(for: .seconds(1))
-            let head = (try? ledger.headSequence()) ?? lastHead
+            let head = (try? await ledger.headSequence()) ?? lastHead
             let now = Date()
             let list = try? await ledger.widgetList(limit: 0)
             let rate = Double(head - lastHead) / now.timeIntervalSince(lastTime)
-            emit(String(format: "%6.1f s %9llu %10.0f %8d %6d %7d", now.timeIntervalSince(started), head, rate,
+            try progress(String(format: "%6.1f s %9llu %10.0f %8d %6d %7d", now.timeIntervalSince(started), head, rate,
                         list?.pendingActions ?? 0, list?.badge ?? 0, list?.unreadCount ?? 0))
             lastHead = head
             lastTime = now
@@ -106,7 +114,7 @@ struct Simulate: AsyncParsableCommand {
         if !failedRoles.isEmpty { lines.append("  \(failedRoles.count) role process(es) failed") }
         lines.append(report.isHealthy ? "  verify: OK (\(report.eventsChecked) records, projections equal a rebuild)" : "  verify: DAMAGED")
         for f in report.findings { lines.append("    problem: \(f)") }
-        emit(lines.joined(separator: "\n"))
+        try emit(lines.joined(separator: "\n"))
         if !report.isHealthy || pending > 0 || !failedRoles.isEmpty || host.terminationStatus != 0 { throw ExitCode(ExitStatus.problems) }
     }
 }

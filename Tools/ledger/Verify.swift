@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import InboxLedger
 
-struct Verify: ParsableCommand {
+struct Verify: ParsableCommand, GuardedCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check a ledger: checksums, density, projections, consumers, snapshots, readers.",
         discussion: """
@@ -19,17 +19,11 @@ struct Verify: ParsableCommand {
     @Flag(help: "Print the report as JSON.")
     var json = false
 
+    /// The checking child dying of a fault is a finding like any other (exit 1).
+    var crashReport: CrashReport { .verifyFinding(path: location.path, json: json) }
+
+    /// Runs in the guarded child (``Guarded``): a crash while reading is reported by ``crashed(_:)``.
     func run() throws {
-        _ = Guarded.runInChild { signal in
-            let finding = "reading the store through LMDB crashed the checking process (\(signal)): a page is damaged; see docs/reliability.md"
-            if json {
-                // Encoding a bool and strings cannot fail.
-                emit((try? jsonLine(VerifyOutput(damaged: [finding]))) ?? #"{"healthy":false}"#)
-            } else {
-                emit(Style.bad("DAMAGED: \(location.path)") + "\n" + Style.bad("  problem: ") + finding)
-            }
-            return ExitStatus.problems
-        }
         let ledger: Ledger
         do {
             ledger = try openLedger(location, writes: false, reportErrors: false)
@@ -39,9 +33,9 @@ struct Verify: ParsableCommand {
             guard !pages.isEmpty else { throw fail(LedgerError.corruptStore(path: path, reason: reason)) }
             let findings = [reason] + pages
             if json {
-                emit(try jsonLine(VerifyOutput(damaged: findings)))
+                try emit(try jsonLine(VerifyOutput(damaged: findings)))
             } else {
-                emit(([Style.bad("DAMAGED: \(location.path)")] + findings.map { Style.bad("  problem: ") + $0 }).joined(separator: "\n"))
+                try emit(([Style.bad("DAMAGED: \(location.path)")] + findings.map { Style.bad("  problem: ") + $0 }).joined(separator: "\n"))
             }
             throw ExitCode(ExitStatus.problems)
         } catch let error as LedgerError {
@@ -50,13 +44,13 @@ struct Verify: ParsableCommand {
         let report: VerificationReport
         do { report = try ledger.verify() } catch { throw fail(error) }
         if json {
-            emit(try jsonLine(VerifyOutput(report)))
+            try emit(try jsonLine(VerifyOutput(report)))
         } else {
             var lines = [report.isHealthy ? Style.good("OK: \(location.path) is healthy") : Style.bad("DAMAGED: \(location.path)")]
             lines.append("  \(report.eventsChecked) records checked (sequences \(report.firstSequence)–\(report.headSequence)), \(report.snapshotsChecked) snapshots")
             for f in report.findings { lines.append(Style.bad("  problem: ") + f.description) }
             for w in report.warnings { lines.append(Style.warn("  warning: ") + w.description) }
-            emit(lines.joined(separator: "\n"))
+            try emit(lines.joined(separator: "\n"))
         }
         if !report.isHealthy { throw ExitCode(ExitStatus.problems) }
     }

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import InboxLedger
 
-struct Widget: ParsableCommand {
+struct Widget: ParsableCommand, GuardedCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show exactly what the widget would show: rows, unread count, badge, pending actions.",
         discussion: """
@@ -36,7 +36,7 @@ struct Widget: ParsableCommand {
             throw fail(error)
         }
         if json {
-            emit(try jsonLine(WidgetOutput(list, actions: actions)))
+            try emit(try jsonLine(WidgetOutput(list, actions: actions)))
             return
         }
         var lines = ["Widget \(location.path)"]
@@ -55,6 +55,6 @@ struct Widget: ParsableCommand {
                 lines.append(Style.fit(row))
             }
         }
-        emit(lines.joined(separator: "\n"))
+        try emit(lines.joined(separator: "\n"))
     }
 }
