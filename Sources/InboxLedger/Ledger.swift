@@ -47,11 +47,13 @@ public final class Ledger: Sendable {
     /// Runs the async forms' reads off the cooperative pool (one thread per directory).
     let readWorker: OffPoolWorker
 
-    /// Opens the ledger in `path`, creating it (and the directory) if `options.create` allows.
+    /// Opens the ledger in `path`, creating it (and its directory, never the directory's
+    /// parents) if `options.create` allows.
     ///
     /// Fails without writing anything if `path` is not a ledger, was written by a newer format,
     /// or cannot be accessed as asked.
     public init(path: String, options: LedgerOptions = LedgerOptions()) throws(LedgerError) {
+        try Ledger.validatePath(path)
         try Ledger.validateRole(options.role)
         self.path = path
         self.options = options
@@ -228,8 +230,15 @@ public final class Ledger: Sendable {
     private static func preflight(path: String, options: LedgerOptions) throws(LedgerError) -> Bool {
         switch FileSystem.kind(of: path) {
         case .missing:
-            guard options.create, !options.readOnly else { throw .notALedger(path: path, reason: "no such directory") }
-            if let code = FileSystem.createDirectories(path) {
+            guard options.create, !options.readOnly else {
+                throw .notALedger(path: path, reason: "no such directory (\(options.readOnly ? "a read-only opening" : "an opening with create: false") never creates one)")
+            }
+            // Only the ledger's own directory is created: a missing parent is most likely a typo,
+            // which must not turn into a new, empty inbox.
+            if let code = FileSystem.createDirectory(path) {
+                if code == ENOENT || code == ENOTDIR {
+                    throw .notALedger(path: path, reason: "cannot create it: its parent directory \(FileSystem.parent(of: path)) does not exist or is not a directory (a ledger's own directory is created, never its parents: create them first, or check the path); nothing was written")
+                }
                 throw code == EACCES || code == EROFS
                     ? .permissionDenied(path: path, reason: "cannot create directory: \(FileSystem.errorMessage(code))")
                     : .storage(path: path, operation: "create directory", code: code, message: FileSystem.errorMessage(code))
@@ -349,11 +358,33 @@ public final class Ledger: Sendable {
         return metadata
     }
 
+    /// The longest origin role, in bytes of UTF-8 (``LedgerOptions/role``).
+    public static let maxRoleBytes = 64
+
+    /// A role is 1–64 bytes of printable UTF-8: no control characters and no line or paragraph
+    /// separators (it is printed on one line by `ledger inspect`, `events` and `consumers`).
     static func validateRole(_ role: String) throws(LedgerError) {
         let count = role.utf8.count
-        guard (1...64).contains(count) else {
-            throw .invalidArgument(name: "origin role", reason: "must be 1–64 bytes, got \(count)")
+        guard (1...maxRoleBytes).contains(count) else {
+            throw .invalidArgument(name: "origin role", reason: "must be 1–\(maxRoleBytes) bytes of UTF-8, got \(count)")
         }
+        var offset = 0
+        for scalar in role.unicodeScalars {
+            switch scalar.properties.generalCategory {
+            case .control, .lineSeparator, .paragraphSeparator:
+                let code = String(scalar.value, radix: 16, uppercase: true)
+                throw .invalidArgument(name: "origin role", reason: "must be printable: U+\(String(repeating: "0", count: max(0, 4 - code.count)) + code) at byte \(offset) of \(String(reflecting: role))")
+            default:
+                offset += scalar.utf8.count
+            }
+        }
+    }
+
+    /// The path must name a directory: an empty one would resolve to whatever the working
+    /// directory is.
+    static func validatePath(_ path: String) throws(LedgerError) {
+        guard !path.isEmpty else { throw .invalidArgument(name: "path", reason: "is empty: give the ledger's directory") }
+        guard !path.utf8.contains(0) else { throw .invalidArgument(name: "path", reason: "contains a NUL byte: \(String(reflecting: path))") }
     }
 
     /// Runs `body` in one write transaction (on this thread) committed with this handle's

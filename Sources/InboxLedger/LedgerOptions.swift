@@ -47,7 +47,9 @@ public enum LedgerDurability: String, Sendable, Hashable, CaseIterable {
 /// let ledger = try Ledger(path: sharedContainer + "/inbox", options: options)
 /// ```
 public struct LedgerOptions: Sendable {
-    /// The role recorded as every appended event's origin (1–64 bytes).
+    /// The role recorded as every appended event's origin: 1–64 bytes of printable UTF-8 (no
+    /// control characters, no line breaks), e.g. `app`, `widget`, `notification-service`.
+    /// Anything else fails the opening with ``LedgerError/invalidArgument(name:reason:)``.
     public var role: String
     /// Commit durability; see ``LedgerDurability``. Raised to the ledger's stored
     /// durability floor if weaker (``Ledger/durability`` tells the mode in force).
@@ -57,10 +59,21 @@ public struct LedgerOptions: Sendable {
     /// skip syncing altogether, accepting that an OS crash or power cut may corrupt the whole
     /// file: for caches and tests, never for data that must survive.
     public var durabilityFloor: LedgerDurability = .singleSync
-    /// Open without write access (works in a directory the process cannot write to only if
-    /// `lock.mdb` already exists and is writable, or the file system is read-only).
+    /// Open without write access: appends and other writes throw ``LedgerError/readOnly(path:)``,
+    /// nothing is ever created or upgraded (a missing ledger is ``LedgerError/notALedger(path:reason:)``).
+    /// Works in a directory the process cannot write to only if `lock.mdb` already exists and
+    /// is writable, or the file system is read-only. `false` by default.
     public var readOnly: Bool = false
-    /// Create the directory and an empty ledger when none exists.
+    /// Whether a writable opening may create the ledger: its directory when it is missing —
+    /// **only the last path component**: a missing parent fails with
+    /// ``LedgerError/notALedger(path:reason:)`` naming it, so a mistyped path never becomes an
+    /// empty inbox — and the ledger's files in a missing or empty directory. `true` by default;
+    /// `false` opens only an existing ledger (``LedgerError/notALedger(path:reason:)`` otherwise).
+    ///
+    /// ```swift
+    /// var options = LedgerOptions(role: "widget")
+    /// options.create = false   // the host app creates the ledger; the widget only opens it
+    /// ```
     public var create: Bool = true
     /// Map size requested at open; it doubles on demand up to `maxMapSize`.
     public var initialMapSize: Int = 32 << 20

@@ -52,7 +52,7 @@ import TestSupport
         }
         let list = try await ledger.widgetList()
         #expect(list.version == 0)
-        #expect(try ledger.headSequence() == 1, "the appends did not wait for the write lock")
+        #expect(try await ledger.headSequence() == 1, "the appends did not wait for the write lock")
         staller.kill()
         let sequences = try await appends.value
         #expect(sequences.sorted() == Array(2...65))
@@ -75,7 +75,7 @@ import TestSupport
         for task in queued.prefix(5) {
             await #expect(throws: CancellationError.self) { try await task.value }
         }
-        #expect(try ledger.headSequence() == 1)
+        #expect(try await ledger.headSequence() == 1)
         // The one whose commit had started is not cancelled by cancelling its task.
         first.cancel()
         staller.kill()
@@ -92,7 +92,7 @@ import TestSupport
         }
         early.cancel()
         await #expect(throws: CancellationError.self) { try await early.value }
-        #expect(try ledger.headSequence() == 7)
+        #expect(try await ledger.headSequence() == 7)
     }
 
     @Test func asyncReadsAndConsumersReturnWhatTheBlockingOnesDo() async throws {

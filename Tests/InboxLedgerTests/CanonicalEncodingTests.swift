@@ -91,7 +91,7 @@ import TestSupport
             if let r = done.reason { parts.append("\"reason\": \(quoted(r))") }
             return (.actionCompleted(done), "{" + parts.joined(separator: ",") + "}")
         default:
-            let n = Int64.random(in: -1000...1000, using: &rng)
+            let n = Int.random(in: -1000...1000, using: &rng)
             return Bool.random(using: &rng) ? (.badgeAdjusted(.delta(n)), "{\"delta\": \(n)}") : (.badgeAdjusted(.set(abs(n))), "{\"set\": \(abs(n))}")
         }
     }

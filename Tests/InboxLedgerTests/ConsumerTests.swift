@@ -101,7 +101,7 @@ import LMDB
 
     @Test func waiterInThisProcessWakesForAnAppend() async throws {
         let t = try TestLedger()
-        let head = try t.ledger.headSequence()
+        let head = try await t.ledger.headSequence()
         let ledger = t.ledger
         let appender = Task.detached {
             try await Task.sleep(for: .milliseconds(50))

@@ -180,8 +180,8 @@ private enum TreeDecoder {
             case .badgeAdjusted:
                 let adjustment: BadgeAdjustment
                 switch (try f.optionalInteger("delta"), try f.optionalInteger("set")) {
-                case (let d?, nil): adjustment = .delta(d)
-                case (nil, let s?): adjustment = .set(s)
+                case (let d?, nil): adjustment = .delta(Int(d))
+                case (nil, let s?): adjustment = .set(Int(s))
                 case (nil, nil): throw FieldError(field: f.at("delta"), reason: "needs \"delta\" or \"set\"")
                 case (_?, _?): throw FieldError(field: f.at("set"), reason: "give either delta or set, not both")
                 }

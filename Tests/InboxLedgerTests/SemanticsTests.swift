@@ -240,7 +240,8 @@ extension Ledger {
         try rejects("badge.adjusted", #"{"delta":1,"set":2}"#, field: "data.set", reason: "give either delta or set, not both")
         try rejects("badge.adjusted", #"{"set":-1}"#, field: "data.set", reason: "must be 0…1000000")
         try rejects("badge.adjusted", #"{"delta":1.5}"#, field: "data.delta", reason: "must be an integer")
-        try rejects("badge.adjusted", #"not json"#, field: "data", reason: "malformed JSON")
+        try rejects("badge.adjusted", #"not json"#, field: "data", reason: "malformed JSON at byte 0")
+        try rejects("badge.adjusted", #"{"delta":1,}"#, field: "data", reason: "malformed JSON at byte 11")
     }
 
     @Test func iso8601Dates() {

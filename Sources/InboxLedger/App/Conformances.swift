@@ -102,7 +102,7 @@ extension LedgerError: LocalizedError {
     /// What a person (or the calling code) can do about it.
     public var recoverySuggestion: String? {
         switch self {
-        case .notALedger: "Check the path: open the directory that holds the ledger's data.mdb, or an empty or missing directory to create one."
+        case .notALedger: "Check the path: open the directory that holds the ledger's data.mdb, or an empty or missing directory (whose parent exists) to create one."
         case .newerFormat, .newerProjections: "Update the app: a newer version of the library wrote this ledger."
         case .permissionDenied: "Check the file permissions and the data-protection class of the container, or open the ledger read-only."
         case .readOnly: "Open the ledger without readOnly to write."
@@ -119,6 +119,8 @@ extension LedgerError: LocalizedError {
         case .writerBusy: "Retry later: nothing was written; another process holds the write lock."
         case .readerSlotsFull: "Retry once other processes close their ledgers or exit; `ledger inspect` lists the processes holding reader slots."
         case .projectionUpgradeNeeded: "Open once with LedgerOptions.projectionUpgrade = .fromNewestSnapshot to rebuild from the newest snapshot (docs/operations.md)."
+        case .storage(_, _, let code, _) where FileSystem.isPathError(code):
+            "Check the path: a directory on it is missing or is not a directory; nothing was written."
         case .storage, .unexpected: "Retry; if it persists, report it with the message above."
         }
     }

@@ -44,6 +44,16 @@ extension Ledger {
         return try await submitAsync(prepare(events), cursor: nil)
     }
 
+    /// ``appendWithReceipt(_:key:)-(DomainEvent,_)`` without blocking: the receipt says whether a
+    /// keyed append was a replay (``AppendReceipt/isReplay``).
+    ///
+    /// ```swift
+    /// let receipt = try await ledger.appendWithReceipt(.badgeAdjusted(.delta(1)), key: "push-4711")
+    /// ```
+    public func appendWithReceipt(_ event: DomainEvent, key: String? = nil) async throws -> AppendReceipt {
+        try await submitAsync(prepare(domain: [(event, key)]), cursor: nil)
+    }
+
     /// ``append(contentsOf:expectingHead:)`` without blocking.
     @discardableResult
     public func append(contentsOf events: [NewEvent], expectingHead: UInt64) async throws -> [UInt64] {
@@ -67,6 +77,16 @@ extension Ledger {
     /// Pending actions, read off the cooperative pool.
     public func pendingActions(limit: Int = 100) async throws -> [PendingAction] {
         try await readWorker.run { [self] () throws(LedgerError) in try pendingActions(limit: limit) }
+    }
+
+    /// The last sequence ever assigned (0 for an empty ledger), read off the cooperative pool;
+    /// see ``headSequence()``. The head to pass to ``append(contentsOf:expectingHead:)``.
+    ///
+    /// ```swift
+    /// let head = try await ledger.headSequence()
+    /// ```
+    public func headSequence() async throws -> UInt64 {
+        try await readWorker.run { [self] () throws(LedgerError) in try headSequence() }
     }
 
     /// Events after `sequence`, read off the cooperative pool.

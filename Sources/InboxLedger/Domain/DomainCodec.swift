@@ -318,8 +318,8 @@ extension BadgeAdjustment: BuiltInPayload {
     func write(to w: inout CanonicalWriter) {
         w.openObject()
         switch self {
-        case .delta(let d): w.key("delta"); w.integer(d)
-        case .set(let s): w.key("set"); w.integer(s)
+        case .delta(let d): w.key("delta"); w.integer(Int64(d))
+        case .set(let s): w.key("set"); w.integer(Int64(s))
         }
         w.closeObject()
     }
@@ -327,9 +327,9 @@ extension BadgeAdjustment: BuiltInPayload {
     func validate(at path: @autoclosure () -> String) throws(FieldError) {
         switch self {
         case .delta(let d):
-            guard (-DomainLimits.maxBadge...DomainLimits.maxBadge).contains(d) else { throw FieldError(field: path() + ".delta", reason: "must be within ±\(DomainLimits.maxBadge)") }
+            guard (-DomainLimits.maxBadge...DomainLimits.maxBadge).contains(Int64(d)) else { throw FieldError(field: path() + ".delta", reason: "must be within ±\(DomainLimits.maxBadge)") }
         case .set(let s):
-            guard (0...DomainLimits.maxBadge).contains(s) else { throw FieldError(field: path() + ".set", reason: "must be 0…\(DomainLimits.maxBadge)") }
+            guard (0...DomainLimits.maxBadge).contains(Int64(s)) else { throw FieldError(field: path() + ".set", reason: "must be 0…\(DomainLimits.maxBadge)") }
         }
     }
 
@@ -348,8 +348,9 @@ extension BadgeAdjustment: BuiltInPayload {
         }, build: { () throws(FieldError) in
             let adjustment: BadgeAdjustment
             switch (try delta.optional(), try set.optional()) {
-            case (let d?, nil): adjustment = .delta(d)
-            case (nil, let s?): adjustment = .set(s)
+            // Out of Int's range (a 32-bit platform) is out of the badge's range: validate says so.
+            case (let d?, nil): adjustment = .delta(Int(exactly: d) ?? (d < 0 ? .min : .max))
+            case (nil, let s?): adjustment = .set(Int(exactly: s) ?? (s < 0 ? .min : .max))
             case (nil, nil): throw FieldError(field: path() + ".delta", reason: "needs \"delta\" or \"set\"")
             case (_?, _?): throw FieldError(field: path() + ".set", reason: "give either delta or set, not both")
             }

@@ -178,10 +178,18 @@ public struct PushReceived: Hashable, Sendable, Codable {
     }
 }
 
-/// `badge.adjusted`: `{"delta": n}` or `{"set": n}`.
+/// `badge.adjusted`: `{"delta": n}` or `{"set": n}`, in `Int` like the badge and the counts
+/// (``WidgetList/badge``); stored as a JSON integer.
+///
+/// ```swift
+/// try ledger.append(.badgeAdjusted(.delta(1)), key: "push-4711")
+/// try ledger.append(.badgeAdjusted(.set(list.unreadCount)))
+/// ```
 public enum BadgeAdjustment: Hashable, Sendable, Codable {
-    case delta(Int64)
-    case set(Int64)
+    /// Moves the badge as shown by n (|n| ≤ 1,000,000), never below 0.
+    case delta(Int)
+    /// Makes the badge n (0…1,000,000) at this point.
+    case set(Int)
 }
 
 /// Limits of the domain vocabulary.

@@ -8,12 +8,22 @@
 /// `0.10000000000000000001` is not) — so that two payloads differing only in such digits
 /// never canonicalise to the same bytes.
 enum JSONParser {
-    /// Why a document was rejected; `reason` is nil for plain syntax errors ("malformed JSON").
+    /// Why a document was rejected; `reason` is nil for plain syntax errors ("malformed JSON
+    /// at byte 17": `offset` is where the parser stopped, from 0).
     struct Failure: Error {
         var reason: String?
+        /// The byte of the document at which a syntax error was found (set by the entry points).
+        var offset: Int?
         init(_ reason: String? = nil) { self.reason = reason }
         /// What to tell the sender.
-        var message: String { reason ?? "malformed JSON" }
+        var message: String { reason ?? "malformed JSON" + (offset.map { " at byte \($0)" } ?? "") }
+
+        /// This failure, located at `offset` unless it already was.
+        func at(_ offset: Int) -> Failure {
+            var located = self
+            if located.offset == nil { located.offset = offset }
+            return located
+        }
     }
 
     static let maxDepth = 64
@@ -21,11 +31,15 @@ enum JSONParser {
     static func parse(_ bytes: [UInt8]) throws(Failure) -> JSONValue {
         try bytes.withUnsafeBufferPointer { (buffer: UnsafeBufferPointer<UInt8>) throws(Failure) -> JSONValue in
             var parser = Cursor(bytes: buffer)
-            parser.skipWhitespace()
-            let value = try parser.value(depth: 0)
-            parser.skipWhitespace()
-            guard parser.index == buffer.count else { throw Failure() }
-            return value
+            do throws(Failure) {
+                parser.skipWhitespace()
+                let value = try parser.value(depth: 0)
+                parser.skipWhitespace()
+                guard parser.index == buffer.count else { throw Failure() }
+                return value
+            } catch {
+                throw error.at(min(parser.index, buffer.count))
+            }
         }
     }
 

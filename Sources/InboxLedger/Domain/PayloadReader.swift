@@ -79,11 +79,15 @@ struct PayloadReader {
     static func read<T>(_ bytes: [UInt8], _ body: (inout PayloadReader) throws(Failure) -> T) throws(Failure) -> T {
         try bytes.withUnsafeBufferPointer { (buffer: UnsafeBufferPointer<UInt8>) throws(Failure) -> T in
             var reader = PayloadReader(cursor: JSONParser.Cursor(bytes: buffer))
-            reader.cursor.skipWhitespace()
-            let result = try body(&reader)
-            reader.cursor.skipWhitespace()
-            guard reader.cursor.index == buffer.count else { throw Failure() }
-            return result
+            do throws(Failure) {
+                reader.cursor.skipWhitespace()
+                let result = try body(&reader)
+                reader.cursor.skipWhitespace()
+                guard reader.cursor.index == buffer.count else { throw Failure() }
+                return result
+            } catch {
+                throw error.at(min(reader.cursor.index, buffer.count))   // a syntax error names its byte
+            }
         }
     }
 

@@ -30,12 +30,25 @@ struct CursorCommit: Sendable {
 }
 
 /// What an append did: the sequence of each event (the original one for an idempotent
-/// retry) and what the projections noticed.
+/// retry), which events were replays, and what the projections noticed.
+///
+/// ```swift
+/// let receipt = try ledger.appendWithReceipt(.badgeAdjusted(.delta(1)), key: "push-" + pushID)
+/// if receipt.isReplay { print("push \(pushID) was counted before, as event \(receipt.sequences[0])") }
+/// ```
 public struct AppendReceipt: Hashable, Sendable, Codable {
     /// One per appended event, in order.
     public var sequences: [UInt64]
     /// Remarks of the projections (an unknown action completed, …). Harmless by design.
     public var notes: [ProjectionNote]
+    /// One per event, in order: `true` when its idempotency key had been used before with the
+    /// same content — by an earlier commit of any process, or earlier in the same batch — so
+    /// nothing was written for it and its sequence is the original's.
+    public var replayed: [Bool] = []
+
+    /// Whether every event of the append was a replay (nothing was written): for a one-event
+    /// keyed append, whether it was a retry of one already committed.
+    public var isReplay: Bool { !replayed.isEmpty && !replayed.contains(false) }
 }
 
 extension Ledger {
@@ -88,7 +101,20 @@ extension Ledger {
         return try submit(prepare(domain: events.map { ($0, nil) }), cursor: nil).sequences
     }
 
-    /// As ``append(contentsOf:)``, also returning what the projections noticed.
+    /// ``append(_:key:)-(DomainEvent,_)``, returning the receipt: whether a keyed append was a
+    /// replay of one already committed (``AppendReceipt/isReplay``; nothing was written) and
+    /// what the projections noticed.
+    ///
+    /// ```swift
+    /// let receipt = try ledger.appendWithReceipt(.badgeAdjusted(.delta(1)), key: "push-4711")
+    /// let counted = !receipt.isReplay   // false when the push was delivered before
+    /// ```
+    public func appendWithReceipt(_ event: DomainEvent, key: String? = nil) throws(LedgerError) -> AppendReceipt {
+        try submit(prepare(domain: [(event, key)]), cursor: nil)
+    }
+
+    /// As ``append(contentsOf:)``, also returning which events were replays
+    /// (``AppendReceipt/replayed``) and what the projections noticed.
     public func appendWithReceipt(contentsOf events: [NewEvent]) throws(LedgerError) -> AppendReceipt {
         if events.isEmpty { return AppendReceipt(sequences: [], notes: []) }
         return try submit(prepare(events), cursor: nil)
@@ -243,14 +269,17 @@ extension Ledger {
             // Pass 2: write the new events and apply them; duplicates get the original's sequence.
             var receipt = AppendReceipt(sequences: [], notes: [])
             receipt.sequences.reserveCapacity(request.events.count)
+            receipt.replayed.reserveCapacity(request.events.count)
             var firstInBatch: [String: UInt64] = [:]
             for (event, existing) in zip(request.events, resolved) {
                 if let existing, existing != 0 {
                     receipt.sequences.append(existing)
+                    receipt.replayed.append(true)
                     continue
                 }
                 if existing == 0, let key = event.key, let first = firstInBatch[key] {
                     receipt.sequences.append(first)
+                    receipt.replayed.append(true)
                     continue
                 }
                 head += 1
@@ -264,6 +293,7 @@ extension Ledger {
                 receipt.notes += try projector.apply(stored, event.domain)
                 counts.count(type: event.type, role: request.origin.role)
                 receipt.sequences.append(head)
+                receipt.replayed.append(false)
             }
             if let cursor = request.cursor {
                 try writeConsumer(ConsumerRecord(cursor: cursor.through, lastSeen: now, createdAt: now), named: cursor.name, in: txn)

@@ -31,6 +31,27 @@ enum FileSystem {
         return nil
     }
 
+    /// Creates the directory `path` itself, never a parent (a mistyped parent must not become
+    /// an empty ledger). Returns an errno on failure (`ENOENT`: a parent is missing); one that
+    /// already exists (another process was first) is success.
+    static func createDirectory(_ path: String) -> Int32? {
+        mkdir(path, 0o755) != 0 && errno != EEXIST ? errno : nil
+    }
+
+    /// The directory that holds `path` (`.` for a relative name without one).
+    static func parent(of path: String) -> String {
+        var trimmed = Substring(path)
+        while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        guard let slash = trimmed.lastIndex(of: "/") else { return "." }
+        return slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
+    }
+
+    /// Whether `code` says the path itself is wrong (a component missing, not a directory,
+    /// too long, a symlink loop): retrying the same path cannot help.
+    static func isPathError(_ code: Int32) -> Bool {
+        code == ENOENT || code == ENOTDIR || code == ENAMETOOLONG || code == ELOOP
+    }
+
     /// Names in `path` other than `.` and `..`, or nil if it cannot be listed.
     static func entries(of path: String) -> [String]? {
         guard let dir = opendir(path) else { return nil }
