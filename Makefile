@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make demo   – the main job: several processes write one ledger, then `ledger inspect`
 #   make test   – set-up, build, and the whole test suite
-.PHONY: setup demo test build benchmark benchmark-check compare torture fuzz crash-states
+.PHONY: setup demo test build benchmark benchmark-check compare torture fuzz crash-states flows
 
 setup:
 	bash scripts/setup.sh
@@ -50,3 +50,10 @@ SUBSETS ?= 40
 crash-states: setup
 	swift build
 	.build/debug/ledger-crash-states --cuts $(CUTS) --subsets $(SUBSETS) --seed 2026
+
+# The flow model's long run (docs/reliability.md, "Flows"): FLOW_SEEDS seeds of FLOW_STEPS steps,
+# three real processes (host, widget, extension) against the independent model of docs/semantics.md.
+FLOW_SEEDS ?= 40
+FLOW_STEPS ?= 500
+flows: build
+	FLOW_SEEDS=$(FLOW_SEEDS) FLOW_STEPS=$(FLOW_STEPS) swift test --skip-build --disable-xctest --filter FlowModelTests

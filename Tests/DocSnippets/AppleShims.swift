@@ -35,6 +35,10 @@ protocol TimelineProvider {
 #if !canImport(UserNotifications)
 class UNNotificationContent: @unchecked Sendable {
     var userInfo: [AnyHashable: Any] = [:]
+    var title = ""
+    var subtitle = ""
+    var threadIdentifier = ""
+    var badge: NSNumber?
 }
 
 class UNNotificationRequest: @unchecked Sendable {

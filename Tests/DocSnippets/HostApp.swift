@@ -43,21 +43,29 @@ func scenePhaseChanged(to phase: ScenePhase) {
 }
 
 /// Carries out the widget's actions exactly once: the cursor and the completions commit in
-/// one transaction, so a crash in between repeats nothing and loses nothing.
+/// one transaction, so a crash in between repeats nothing and loses nothing. Run it in a task
+/// that lives as long as the app (it ends when the task is cancelled).
 func runActionQueue(_ ledger: Ledger, perform: (WidgetAction) async throws -> Void) async throws {
     let host = try ledger.consumer(named: "host-app")
-    while !Task.isCancelled {
-        let batch = try await host.next(limit: 50)
-        if batch.events.isEmpty {
-            _ = try await ledger.waitForChange(after: batch.after)
-            continue
-        }
+    for try await batch in host.batches(limit: 50) {
         var completions: [NewEvent] = []
         for event in batch.events where event.type == BuiltInEventType.widgetAction.rawValue {
             guard case .widgetAction(let action) = try DomainEvent.decode(type: event.type, payload: event.payload) else { continue }
             try await perform(action)
             completions.append(try DomainEvent.actionCompleted(ActionCompletion(actionID: action.actionID, outcome: .done)).newEvent())
         }
-        try await host.commit(batch, appending: completions)
+        try await host.commit(batch, appending: completions)   // the next batch is read after this
     }
+}
+
+/// After fetching the server's inbox: a full listing (or a delta of what changed). The key makes
+/// a retried sync a no-op.
+func recordSync(_ ledger: Ledger, listing: [InboxMessage], fetchID: String) async throws {
+    try await ledger.append(.inboxSynced(InboxSync(mode: .full, messages: listing)), key: "sync-" + fetchID)
+}
+
+/// Archives messages on this device; they stay archived through later syncs until the server's
+/// listing no longer has them (tell the server, e.g. through your API).
+func archive(_ ledger: Ledger, _ ids: [String]) async throws {
+    try await ledger.append(.messageRemoved(MessageRemoval(ids: ids)))
 }

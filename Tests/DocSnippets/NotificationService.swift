@@ -1,3 +1,4 @@
+import Foundation
 import InboxLedger
 
 final class NotificationService: UNNotificationServiceExtension {
@@ -10,10 +11,22 @@ final class NotificationService: UNNotificationServiceExtension {
         }
         do {
             let ledger = try InboxStore.open(as: "notification-service")
-            // The push's identifier as idempotency key: a redelivered push counts once.
-            try ledger.append(.badgeAdjusted(.delta(1)), key: "push-" + request.identifier)
+            try ledger.append(.pushReceived(Self.push(from: request.content)), key: "push-" + request.identifier)
         } catch {
             print("ledger: \(error.localizedDescription)")
         }
+    }
+
+    /// The push as the ledger records it: the message id the server put in the payload, the
+    /// message itself when the payload carries it, and the server's badge. Everything comes from
+    /// the payload, so a redelivered push has the same content and is recognised as a retry.
+    static func push(from content: UNNotificationContent) -> PushReceived {
+        let info = content.userInfo
+        let id = info["messageID"] as? String ?? content.threadIdentifier
+        var message: InboxMessage?
+        if let sent = (info["sentAt"] as? String).flatMap(Timestamp.init(iso8601:)) {
+            message = InboxMessage(id: id, title: content.title, subheading: content.subtitle, sentAt: sent)
+        }
+        return PushReceived(messageID: id, message: message, badge: content.badge?.intValue)
     }
 }

@@ -89,6 +89,30 @@ import LMDB
         #expect(try upgraded.verifyProjections() == nil)
     }
 
+    /// Rules 2 only added built-in types that rules 1 stored as custom events: a trimmed ledger of
+    /// rules 1 upgrades from its newest snapshot by itself, exactly (no decision needed).
+    @Test func aTrimmedLedgerOfRulesOneUpgradesFromItsSnapshotWithoutADecision() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        let expected = try oldLedger(path, version: 1, trimmed: true)
+        do {
+            // What rules 1 left: no `local` rows, no record of the later built-in types.
+            let ledger = try Ledger(path: path, options: LedgerOptions(role: "app-v1"))
+            try ledger.write("simulate rules 1") { txn in
+                for type in BuiltInEventType.allCases where !type.isOriginal { _ = try txn.delete(ledger.schema.meta, key: Schema.MetaKey.builtInSince(type)) }
+                try ledger.writeProjectionVersion(1, in: txn)
+            }
+        }
+        #expect(try storedVersion(path) == 1)
+        let upgraded = try Ledger(path: path, options: LedgerOptions(role: "app-v2"))
+        #expect(try storedVersion(path) == ProjectionRules.version)
+        #expect(try upgraded.widgetList(limit: 50) == expected)
+        #expect(try upgraded.verifyProjections() == nil)
+        try upgraded.append(.pushReceived(PushReceived(messageID: "new-push")))
+        #expect(try upgraded.widgetList(limit: 50).badge == expected.badge + 1)
+        #expect(try upgraded.verifyProjections() == nil)
+    }
+
     @Test func projectionsOfANewerLibraryOpenReadOnlyAndAreNeverRewritten() throws {
         let dir = TemporaryDirectory()
         let path = dir.child("ledger")

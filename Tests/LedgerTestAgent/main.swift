@@ -458,6 +458,75 @@ func batchConsumer(dir: String, name: String, expected: Int, cycles: Int) async 
     say("completed \(completed)")
 }
 
+/// One process of an app (host, widget or notification extension) in the flow model test: runs
+/// the commands the test drops into `control` as files `cmd-N` (N from `start`, tab-separated
+/// fields) in order, and prints "done N …" after each:
+/// - `append KEY TYPE PAYLOAD` (KEY `-` for none): appends, retrying while the process is
+///   suspended (what an app's own code does); prints the sequence.
+/// - `complete LIMIT`: the host's action queue, one batch (`Consumer.batches`), completing every
+///   widget action in it; the commit waits through a suspension by itself.
+/// - `suspend MS`: suspends the process's ledgers and resumes them MS ms later.
+/// - `exit`.
+func flowActor(dir: String, role: String, control: String, start: Int) async {
+    let ledger = openLedger(dir, role: role, durability: "none")
+    func retrying<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        while true {
+            do { return try await body() } catch let error as LedgerError where error.isTransient {
+                try await Task.sleep(for: .milliseconds(2))
+            }
+        }
+    }
+    var n = start
+    while true {
+        let path = control + "/cmd-\(n)"
+        guard let text = FileManager.default.contents(atPath: path).map({ String(decoding: $0, as: UTF8.self) }) else {
+            usleep(300)
+            continue
+        }
+        let fields = text.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+        do {
+            switch fields.first {
+            case "append" where fields.count == 4:
+                let event = NewEvent(type: fields[2], payload: Array(fields[3].utf8), key: fields[1] == "-" ? nil : fields[1])
+                let seq = try await retrying { try await ledger.append(event) }
+                say("done \(n) \(seq)")
+            case "complete" where fields.count == 2:
+                let host = try await retrying { try ledger.consumer(named: "host-app") }
+                let lag = try await retrying { try host.cursor() < ledger.headSequence() }
+                var completed = 0
+                if lag, let limit = Int(fields[1]) {
+                    var batches = host.batches(limit: limit).makeAsyncIterator()
+                    guard let batch = try await batches.next() else { die("complete: the batches ended") }
+                    var completions: [NewEvent] = []
+                    for event in batch.events where event.type == BuiltInEventType.widgetAction.rawValue {
+                        guard case .widgetAction(let action) = try DomainEvent.decode(type: event.type, payload: event.payload) else { continue }
+                        completions.append(try DomainEvent.actionCompleted(ActionCompletion(actionID: action.actionID, outcome: .done)).newEvent())
+                    }
+                    try await host.commit(batch, appending: completions)
+                    completed = completions.count
+                }
+                say("done \(n) \(completed)")
+            case "suspend" where fields.count == 2:
+                let ms = Int(fields[1]) ?? 0
+                do { try Ledger.suspend() } catch { say("suspend: \(error)") }
+                Thread.detachNewThread {
+                    usleep(useconds_t(ms * 1000))
+                    Ledger.resume()
+                }
+                say("done \(n) suspended")
+            case "exit":
+                say("done \(n) exit")
+                exit(0)
+            default:
+                die("flow-actor: bad command \(text)")
+            }
+        } catch {
+            die("flow-actor \(role): \(fields.first ?? ""): \(error)")
+        }
+        n += 1
+    }
+}
+
 let args = CommandLine.arguments
 guard args.count >= 3 else { die("usage: LedgerTestAgent <mode> <dir> …") }
 func arg(_ i: Int) -> String {
@@ -507,6 +576,8 @@ case "badge-burst":  // badge-burst DIR COUNT
     badgeBurst(dir: arg(2), count: int(3))
 case "sync-message":  // sync-message DIR ID TITLE
     syncMessage(dir: arg(2), id: arg(3), title: arg(4))
+case "flow-actor":  // flow-actor DIR ROLE CONTROLDIR START
+    await flowActor(dir: arg(2), role: arg(3), control: arg(4), start: int(5))
 case "batch-consumer":  // batch-consumer DIR NAME EXPECTED CYCLES
     await batchConsumer(dir: arg(2), name: arg(3), expected: int(4), cycles: int(5))
 case "wait-change":  // wait-change DIR AFTER

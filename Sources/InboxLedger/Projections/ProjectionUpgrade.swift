@@ -9,6 +9,14 @@ enum ProjectionRules {
     /// listing settles them (the `local` table); the server's badge.
     static let version: UInt32 = 2
 
+    /// Whether projections (and so snapshots) built by rules `stored` are exactly what these
+    /// rules build from the same events, so that a trimmed log upgrades from its newest snapshot
+    /// without a decision: true when every version since `stored` only added built-in event
+    /// types. Events of those names stored before the upgrade were custom events to the older
+    /// rules, and stay custom (``BuiltInBoundaries``, recorded by the upgrade's transaction).
+    /// Version 2 only added `push.received` and `message.removed`.
+    static func snapshotsCarryOver(from stored: UInt32) -> Bool { stored >= 1 }
+
     /// The stored `projection-version` (nil: absent, a ledger from before it was stored).
     static func decodeStored(_ bytes: [UInt8]?, path: String) throws(LedgerError) -> UInt32? {
         guard let bytes else { return nil }
@@ -51,7 +59,8 @@ extension Ledger {
                 guard let db = schema.projections[table] else { continue }
                 try txn.removeAll(db)
             }
-            let start: ReplayStart = options.projectionUpgrade == .fromNewestSnapshot ? .newestSnapshotIfTrimmed : .wholeLog(storedVersion: stored)
+            let fromSnapshot = options.projectionUpgrade == .fromNewestSnapshot || ProjectionRules.snapshotsCarryOver(from: stored)
+            let start: ReplayStart = fromSnapshot ? .newestSnapshotIfTrimmed : .wholeLog(storedVersion: stored)
             try replayProjections(into: schema.store(txn), from: start, in: txn)
             try writeProjectionVersion(ProjectionRules.version, in: txn)
         }
