@@ -36,7 +36,7 @@ import TestSupport
             }
             #expect(where_ == path && reason.contains(text), "\(reason)", sourceLocation: sourceLocation)
         }
-        let out = try Processes.run(cli, ["append", path], input: Data(#"{"type":"app.note","data":{}}"#.utf8), timeout: 60)
+        let out = try Processes.run("/bin/sh", ["-c", #"printf '%s\n' "$1" | "$2" append "$3""#, "sh", #"{"type":"app.note","data":{}}"#, cli, path], timeout: 60)
         #expect(!out.signalled && out.status == 3 && out.stdout.isEmpty, "append: \(out.status) \(out.stdout) \(out.stderr)", sourceLocation: sourceLocation)
         #expect(out.stderr.contains("not a ledger"), "\(out.stderr)", sourceLocation: sourceLocation)
         #expect(fileBytes(path + "/data.mdb") == before, "data.mdb changed", sourceLocation: sourceLocation)
@@ -97,7 +97,7 @@ import TestSupport
     func thisLibrarysUnfinishedCreationIsFinished(state: String) throws {
         let dir = TemporaryDirectory()
         let path = try environment(dir, tables: state == "fresh" ? [] : Schema.allNames)
-        let out = try Processes.run(cli, ["append", path], input: Data(#"{"type":"app.note","data":{}}"#.utf8), timeout: 60)
+        let out = try Processes.run("/bin/sh", ["-c", #"printf '%s\n' "$1" | "$2" append "$3""#, "sh", #"{"type":"app.note","data":{}}"#, cli, path], timeout: 60)
         #expect(out.status == 0 && out.stdout.contains("1"), "\(out.status) \(out.stderr)")
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "check"))
         #expect(try ledger.count() == 1)
