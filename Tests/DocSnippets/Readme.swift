@@ -8,8 +8,9 @@ func inboxTour(sharedContainer: String) throws {
     print(list.items.map(\.title), list.badge)
     try ledger.append(.widgetAction(WidgetAction(actionID: UUID().uuidString, kind: .markRead, target: "m42")))
 
-    // The notification extension: the badge is right before the app runs; retries are idempotent.
-    try ledger.append(.badgeAdjusted(.delta(1)), key: "push-4711")
+    // The notification extension: the pushed message counts once in the badge, before and
+    // after the host's sync brings it; a redelivered push (same key) changes nothing.
+    try ledger.append(.pushReceived(PushReceived(messageID: "m43")), key: "push-4711")
 
     // The host app: carry out widget actions exactly once.
     let host = try ledger.consumer(named: "host-app")

@@ -8,7 +8,7 @@ struct Simulate: AsyncParsableCommand, GuardedCommand {
         abstract: "Run the inbox scenario across real processes, then verify the ledger.",
         discussion: """
             Spawns: the host app syncing the inbox from a generated server feed, widgets reading
-            the list and recording actions, a notification extension adjusting the badge, the host
+            the list and recording actions, a notification extension recording pushes, the host
             app's consumer completing every action exactly once, and a compaction worker. Runs for
             --duration seconds or until --events events were appended, shows progress each second,
             then stops the writers, lets the host finish its queue, and prints a summary and the
@@ -206,11 +206,20 @@ struct SimulateRole: AsyncParsableCommand {
         }
     }
 
-    /// The notification service extension: a push raises the badge; sometimes the app resets it.
+    /// The notification service extension: a push announces a message of the feed (half of
+    /// them carry it), counted once in the badge until a sync brings it; sometimes the user
+    /// clears the badge.
     func notification(_ ledger: Ledger, _ rng: inout SimulationRandom) throws {
+        let base: Int64 = 1_790_000_000_000_000
         try forever { i in
-            let adjustment: BadgeAdjustment = i % 30 == 29 ? .set(0) : .delta(1)
-            try ledger.append(.badgeAdjusted(adjustment), key: "push-\(rng.seed)-\(i)")
+            if i % 30 == 29 {
+                try ledger.append(.badgeAdjusted(.set(0)), key: "clear-\(rng.seed)-\(i)")
+            } else {
+                let n = rng.int(0...39)
+                let message = rng.int(0...1) == 0 ? nil : InboxMessage(
+                    id: "msg-\(n)", title: "Pushed #\(n)", sentAt: Timestamp(micros: base + Int64(n) * 60_000_000))
+                try ledger.append(.pushReceived(PushReceived(messageID: "msg-\(n)", message: message)), key: "push-\(rng.seed)-\(i)")
+            }
             usleep(UInt32(rng.int(10_000...40_000)))
         }
     }

@@ -38,6 +38,35 @@ public struct WidgetList: Hashable, Sendable, Codable {
     public var pendingActions: Int
     /// When the next shown message expires: refresh then, even without a new event.
     public var nextExpiry: Timestamp?
+
+    private enum CodingKeys: String, CodingKey {
+        case items, unreadCount, announced, badge, version, updatedAt, pendingActions, nextExpiry
+    }
+
+    /// Decodes a list, also one an app cached as JSON before `announced` existed (read as 0).
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        items = try c.decode([WidgetItem].self, forKey: .items)
+        unreadCount = try c.decode(Int.self, forKey: .unreadCount)
+        announced = try c.decodeIfPresent(Int.self, forKey: .announced) ?? 0
+        badge = try c.decode(Int.self, forKey: .badge)
+        version = try c.decode(UInt64.self, forKey: .version)
+        updatedAt = try c.decodeIfPresent(Timestamp.self, forKey: .updatedAt)
+        pendingActions = try c.decode(Int.self, forKey: .pendingActions)
+        nextExpiry = try c.decodeIfPresent(Timestamp.self, forKey: .nextExpiry)
+    }
+
+    init(items: [WidgetItem], unreadCount: Int, announced: Int, badge: Int, version: UInt64, updatedAt: Timestamp?,
+         pendingActions: Int, nextExpiry: Timestamp?) {
+        self.items = items
+        self.unreadCount = unreadCount
+        self.announced = announced
+        self.badge = badge
+        self.version = version
+        self.updatedAt = updatedAt
+        self.pendingActions = pendingActions
+        self.nextExpiry = nextExpiry
+    }
 }
 
 /// A message with both read flags (``Ledger/message(id:)``).
