@@ -83,6 +83,10 @@ import TestSupport
                                                                event("com.example.a", "1", key: "k"), event("badge.adjusted", #"{"delta":1}"#, key: "push-1")])
         #expect(batch.sequences == [2, 3, 2, 1] && batch.replayed == [false, false, true, true] && !batch.isReplay)
         #expect(try await t.ledger.appendWithReceipt(contentsOf: []).isReplay == false)
+        // A receipt encoded before `replayed` existed still decodes.
+        let old = try JSONDecoder().decode(AppendReceipt.self, from: Data(#"{"sequences":[4],"notes":[]}"#.utf8))
+        #expect(old.sequences == [4] && old.replayed.isEmpty && !old.isReplay)
+        #expect(try JSONDecoder().decode(AppendReceipt.self, from: JSONEncoder().encode(batch)) == batch)
     }
 
     @Test func badgeAdjustmentsTakeIntLikeTheCountsAndKeepTheirEncoding() throws {

@@ -49,6 +49,21 @@ public struct AppendReceipt: Hashable, Sendable, Codable {
     /// Whether every event of the append was a replay (nothing was written): for a one-event
     /// keyed append, whether it was a retry of one already committed.
     public var isReplay: Bool { !replayed.isEmpty && !replayed.contains(false) }
+
+    init(sequences: [UInt64], notes: [ProjectionNote]) {
+        self.sequences = sequences
+        self.notes = notes
+    }
+
+    private enum CodingKeys: String, CodingKey { case sequences, notes, replayed }
+
+    /// Decodes a receipt, also one encoded before `replayed` existed (read as empty).
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        sequences = try c.decode([UInt64].self, forKey: .sequences)
+        notes = try c.decode([ProjectionNote].self, forKey: .notes)
+        replayed = try c.decodeIfPresent([Bool].self, forKey: .replayed) ?? []
+    }
 }
 
 extension Ledger {
