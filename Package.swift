@@ -7,6 +7,8 @@ let package = Package(
     products: [
         .library(name: "InboxLedger", targets: ["InboxLedger"]),
         .library(name: "LMDB", targets: ["LMDB"]),
+        // Sync with a server (docs/sync.md): InboxLedger and Foundation only.
+        .library(name: "InboxLedgerSync", targets: ["InboxLedgerSync"]),
         .executable(name: "ledger", targets: ["ledger"]),
         .executable(name: "ledger-bench", targets: ["ledger-bench"]),
         .executable(name: "ledger-bench-cold", targets: ["ledger-bench-cold"]),
@@ -32,6 +34,9 @@ let package = Package(
         .target(name: "CChecksum", path: "Sources/CChecksum"),
         // The ledger: log, envelope, group commit, idempotency.
         .target(name: "InboxLedger", dependencies: ["LMDB", "CChecksum"]),
+        // The sync client (docs/sync.md): URLSession, no package dependency.
+        .target(name: "InboxLedgerSync", dependencies: ["InboxLedger"]),
+        .testTarget(name: "InboxLedgerSyncTests", dependencies: ["InboxLedgerSync", "InboxLedger"]),
         // The `ledger` command-line tool.
         .executableTarget(
             name: "ledger",

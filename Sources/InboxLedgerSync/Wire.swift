@@ -1,0 +1,227 @@
+import Foundation
+import InboxLedger
+
+/// The JSON bodies of the sync protocol (docs/sync.md), shared by ``SyncClient`` and
+/// `ledger-server` so that both ends encode exactly the same shapes.
+///
+/// ```swift
+/// let request = SyncWire.UpRequest(ledger: ledger.metadata.ledgerID, after: 0, through: 1, events: [])
+/// let body = try JSONEncoder().encode(request)
+/// ```
+public enum SyncWire {
+    /// The key prefix of every event the down direction appends: `sync-down-<user>-<seq>`.
+    public static let downKeyPrefix = "sync-down-"
+
+    /// The idempotency key of the server's feed entry `seq` of `user`.
+    public static func downKey(user: String, seq: UInt64) -> String { "\(downKeyPrefix)\(user)-\(seq)" }
+
+    /// One shared event of a device's ledger, as `POST /v1/up` carries it.
+    public struct UpEvent: Codable, Sendable, Hashable {
+        /// Its sequence in the device's ledger.
+        public var seq: UInt64
+        /// Its type name.
+        public var type: String
+        /// Its idempotency key, if it had one.
+        public var key: String?
+        /// Commit time, microseconds since the epoch.
+        public var time: Int64
+        /// The payload bytes as UTF-8 text (nil when they are not UTF-8: see `payloadBase64`).
+        public var payload: String?
+        /// The payload bytes in base64, for payloads that are not UTF-8.
+        public var payloadBase64: String?
+
+        /// The wire form of a stored event.
+        public init(_ event: Event) {
+            seq = event.sequence
+            type = event.type
+            key = event.key
+            time = event.timestampMicros
+            if let text = String(validating: event.payload, as: UTF8.self) {
+                payload = text
+                payloadBase64 = nil
+            } else {
+                payload = nil
+                payloadBase64 = Data(event.payload).base64EncodedString()
+            }
+        }
+
+        /// The payload bytes, or nil when neither field holds a valid payload.
+        public var payloadBytes: [UInt8]? {
+            if let payload { return Array(payload.utf8) }
+            if let payloadBase64, let data = Data(base64Encoded: payloadBase64) { return Array(data) }
+            return nil
+        }
+    }
+
+    /// `POST /v1/up`: the shared events of the ledger's sequences `after+1 … through`.
+    public struct UpRequest: Codable, Sendable, Hashable {
+        /// The device ledger's id (`ledger.metadata.ledgerID`).
+        public var ledger: String
+        /// The relay consumer's cursor the batch was read after.
+        public var after: UInt64
+        /// The last sequence the batch covers.
+        public var through: UInt64
+        /// The shared events among them, in order.
+        public var events: [UpEvent]
+
+        /// A request covering `after+1 … through`.
+        public init(ledger: String, after: UInt64, through: UInt64, events: [UpEvent]) {
+            self.ledger = ledger
+            self.after = after
+            self.through = through
+            self.events = events
+        }
+    }
+
+    /// The server's answer to `POST /v1/up`.
+    public struct UpResponse: Codable, Sendable, Hashable {
+        /// The token's user.
+        public var user: String
+        /// The ledger id the request named.
+        public var ledger: String
+        /// The highest contiguous sequence the server holds for the ledger.
+        public var acked: UInt64
+        /// Events of this request applied now.
+        public var applied: Int
+        /// Events of this request the server already held (not applied again).
+        public var duplicates: Int
+
+        /// An answer.
+        public init(user: String, ledger: String, acked: UInt64, applied: Int, duplicates: Int) {
+            self.user = user
+            self.ledger = ledger
+            self.acked = acked
+            self.applied = applied
+            self.duplicates = duplicates
+        }
+    }
+
+    /// One entry of a user's change feed.
+    public struct Change: Codable, Sendable, Hashable {
+        /// Its position in the user's feed (dense, from 1).
+        public var seq: UInt64
+        /// The event type to append (`inbox.synced`, `message.read`, `message.removed`).
+        public var type: String
+        /// The event's payload (JSON text).
+        public var payload: String
+
+        /// A feed entry.
+        public init(seq: UInt64, type: String, payload: String) {
+            self.seq = seq
+            self.type = type
+            self.payload = payload
+        }
+    }
+
+    /// The server's answer to `GET /v1/down`.
+    public struct DownResponse: Codable, Sendable, Hashable {
+        /// The token's user.
+        public var user: String
+        /// The feed's last sequence when the answer was made.
+        public var head: UInt64
+        /// The entries after the cursor asked for, in order.
+        public var changes: [Change]
+
+        /// An answer.
+        public init(user: String, head: UInt64, changes: [Change]) {
+            self.user = user
+            self.head = head
+            self.changes = changes
+        }
+    }
+
+    /// `POST /v1/publish` (publish tokens): messages for the token's user, the shape of
+    /// `inbox.synced`'s data; the server appends one delta listing to the feed.
+    public struct PublishRequest: Codable, Sendable, Hashable {
+        /// Messages to list (new or changed).
+        public var messages: [InboxMessage]
+        /// Ids the backend removed.
+        public var removed: [String]?
+
+        /// A listing of `messages`, removing `removed`.
+        public init(messages: [InboxMessage], removed: [String]? = nil) {
+            self.messages = messages
+            self.removed = removed
+        }
+    }
+
+    /// The server's answer to `POST /v1/publish`.
+    public struct PublishResponse: Codable, Sendable, Hashable {
+        /// The feed sequence of the listing.
+        public var seq: UInt64
+
+        /// An answer.
+        public init(seq: UInt64) { self.seq = seq }
+    }
+
+    /// The body of every 4xx/5xx answer.
+    public struct ErrorBody: Codable, Sendable, Hashable {
+        /// A short code: `unauthorized`, `forbidden`, `bad_request`, `too_large`, `gap`, `internal`.
+        public var error: String
+        /// What was wrong and where.
+        public var message: String
+        /// For `gap`: what the server holds.
+        public var acked: UInt64?
+
+        /// An error body.
+        public init(error: String, message: String, acked: UInt64? = nil) {
+            self.error = error
+            self.message = message
+            self.acked = acked
+        }
+    }
+
+    /// `GET /v1/state`: what the server holds for the token's user.
+    public struct ServerState: Codable, Sendable, Hashable {
+        /// One message the server knows.
+        public struct Message: Codable, Sendable, Hashable {
+            /// Its id.
+            public var id: String
+            /// The server's read flag (nil: never set).
+            public var read: Bool?
+            /// Whether a device removed it.
+            public var removed: Bool
+
+            /// A message's state.
+            public init(id: String, read: Bool?, removed: Bool) {
+                self.id = id
+                self.read = read
+                self.removed = removed
+            }
+        }
+
+        /// One device ledger of the user.
+        public struct LedgerState: Codable, Sendable, Hashable {
+            /// Its id.
+            public var ledger: String
+            /// The highest contiguous sequence held.
+            public var acked: UInt64
+
+            /// A ledger's state.
+            public init(ledger: String, acked: UInt64) {
+                self.ledger = ledger
+                self.acked = acked
+            }
+        }
+
+        /// The token's user.
+        public var user: String
+        /// The feed's head.
+        public var head: UInt64
+        /// Messages, by id.
+        public var messages: [Message]
+        /// Device ledgers, by id.
+        public var ledgers: [LedgerState]
+        /// Device events held, in all.
+        public var deviceEvents: Int
+
+        /// A state.
+        public init(user: String, head: UInt64, messages: [Message], ledgers: [LedgerState], deviceEvents: Int) {
+            self.user = user
+            self.head = head
+            self.messages = messages
+            self.ledgers = ledgers
+            self.deviceEvents = deviceEvents
+        }
+    }
+}

@@ -1,0 +1,117 @@
+import Foundation
+import InboxLedger
+import InboxLedgerSync
+import Synchronization
+
+/// An in-process server with the protocol's semantics (docs/sync.md) and fault injection: the
+/// client's edge cases without a network or PostgreSQL (those are `ledger-server`'s tests).
+final class FakeServer: SyncTransport, Sendable {
+    enum Fault: Sendable {
+        /// Fail before applying anything (the connection was refused).
+        case refuse
+        /// Apply, then lose the answer (the connection dropped after the server committed).
+        case loseAnswer
+        /// Answer 409 gap.
+        case gap
+    }
+
+    struct State: Sendable {
+        var acked: [String: UInt64] = [:]
+        /// Every applied event, by ledger, in the order applied.
+        var applied: [String: [SyncWire.UpEvent]] = [:]
+        var feed: [SyncWire.Change] = []
+        var faults: [Fault] = []
+        var sends = 0
+        var fetches = 0
+    }
+
+    let user: String
+    let state = Mutex(State())
+
+    init(user: String = "alice") { self.user = user }
+
+    func inject(_ faults: Fault...) { state.withLock { $0.faults += faults } }
+
+    func publish(type: String, payload: String) {
+        state.withLock { s in s.feed.append(SyncWire.Change(seq: UInt64(s.feed.count + 1), type: type, payload: payload)) }
+    }
+
+    var applied: [String: [SyncWire.UpEvent]] { state.withLock { $0.applied } }
+    var sends: Int { state.withLock { $0.sends } }
+
+    func send(_ request: SyncWire.UpRequest) async throws(SyncError) -> SyncWire.UpResponse {
+        let result: Result<SyncWire.UpResponse, SyncError> = state.withLock { s in
+            s.sends += 1
+            let fault = s.faults.isEmpty ? nil : s.faults.removeFirst()
+            if case .refuse = fault { return .failure(.network("connection refused")) }
+            let acked = s.acked[request.ledger, default: 0]
+            if case .gap = fault { return .failure(.gap(serverAcked: acked, deviceCursor: request.after)) }
+            guard request.after <= acked else { return .failure(.gap(serverAcked: acked, deviceCursor: request.after)) }
+            let fresh = request.events.filter { $0.seq > acked }
+            s.applied[request.ledger, default: []] += fresh
+            s.acked[request.ledger] = max(acked, request.through)
+            for event in fresh {
+                switch try? DomainEvent.decode(type: event.type, payload: event.payloadBytes ?? []) {
+                case .messageRead, .messageRemoved:
+                    s.feed.append(SyncWire.Change(seq: UInt64(s.feed.count + 1), type: event.type, payload: event.payload ?? ""))
+                case .widgetAction(let action) where action.kind == .markRead:
+                    // As ledger-server does: a widget's markRead is a read for the other devices.
+                    let read = #"{"ids":["\#(action.target ?? "")"],"read":true}"#
+                    s.feed.append(SyncWire.Change(seq: UInt64(s.feed.count + 1), type: "message.read", payload: read))
+                default:
+                    break
+                }
+            }
+            if case .loseAnswer = fault { return .failure(.network("connection reset after the commit")) }
+            return .success(SyncWire.UpResponse(user: user, ledger: request.ledger, acked: max(acked, request.through),
+                                                applied: fresh.count, duplicates: request.events.count - fresh.count))
+        }
+        return try result.get()
+    }
+
+    func fetch(after: UInt64, limit: Int, waitSeconds: Int) async throws(SyncError) -> SyncWire.DownResponse {
+        let result: Result<SyncWire.DownResponse, SyncError> = state.withLock { s in
+            s.fetches += 1
+            if case .refuse = s.faults.first {
+                s.faults.removeFirst()
+                return .failure(.network("connection refused"))
+            }
+            let changes = Array(s.feed.filter { $0.seq > after }.prefix(limit))
+            return .success(SyncWire.DownResponse(user: user, head: UInt64(s.feed.count), changes: changes))
+        }
+        let page = try result.get()
+        if page.changes.isEmpty, waitSeconds > 0 {
+            // A long poll with nothing new: wait a little (cancellable) so loops do not spin.
+            do { try await Task.sleep(for: .milliseconds(20)) } catch { throw .cancelled }
+        }
+        return page
+    }
+}
+
+/// A fresh temporary ledger and a state-file path beside nothing else.
+func makeDevice(_ role: String = "app") throws -> (Ledger, String) {
+    let ledger = try Ledger.temporary(options: LedgerOptions(role: role))
+    let state = NSTemporaryDirectory() + "/sync-state-\(UUID().uuidString)"
+    return (ledger, state)
+}
+
+func configuration(state: String, custom: Set<String> = []) -> SyncConfiguration {
+    var c = SyncConfiguration(server: URL(fileURLWithPath: "/unused"), token: "test", stateFile: state, sharedCustomTypes: custom)
+    c.initialBackoff = .milliseconds(5)
+    c.maxBackoff = .milliseconds(50)
+    c.longPollSeconds = 1
+    return c
+}
+
+func listing(_ ids: [String]) throws -> String {
+    let sync = InboxSync(mode: .delta, messages: ids.map {
+        InboxMessage(id: $0, title: "Message \($0)", sentAt: Timestamp(micros: 1_795_000_000_000_000))
+    })
+    return String(decoding: try DomainEvent.inboxSynced(sync).newEvent().payload, as: UTF8.self)
+}
+
+/// The relay consumer's cursor (the blocking read: no await in an expectation).
+func relayCursor(_ ledger: Ledger) throws -> UInt64 { try ledger.consumer(named: "sync-relay").cursor() }
+
+/// The relay consumer's next batch, read and not committed.
+func relayBatch(_ ledger: Ledger) throws -> ConsumerBatch { try ledger.consumer(named: "sync-relay").next(limit: 10) }

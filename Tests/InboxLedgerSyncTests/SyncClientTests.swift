@@ -1,0 +1,134 @@
+import Foundation
+import InboxLedger
+import InboxLedgerSync
+import Testing
+
+@Suite struct SyncClientTests {
+    @Test func sendsOnlySharedEventsOnceAndCommitsAfterTheAnswer() async throws {
+        let (ledger, state) = try makeDevice()
+        let server = FakeServer()
+        let client = try SyncClient(ledger: ledger, configuration: configuration(state: state, custom: ["com.example.note"]), transport: server)
+        try await ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [InboxMessage(id: "m1", title: "a", sentAt: Timestamp(micros: 1))])))
+        try await ledger.append(.messageRead(ReadChange(ids: ["m1"], read: true)))
+        try await ledger.append(NewEvent(type: "com.example.note", payload: Array(#"{"n":1}"#.utf8)))
+        try await ledger.append(NewEvent(type: "com.example.private", payload: [0xff, 0x00]))
+        try await ledger.append(.messageRemoved(MessageRemoval(ids: ["m1"])))
+
+        let report = try await client.syncOnce()
+        #expect(report.sent == 3)
+        #expect(report.upCursor == 5)
+        #expect(try relayCursor(ledger) == 5)
+        let sent = server.applied[ledger.metadata.ledgerID] ?? []
+        #expect(sent.map(\.seq) == [2, 3, 5])
+        #expect(sent.map(\.type) == ["message.read", "com.example.note", "message.removed"])
+        #expect(sent[1].payload == #"{"n":1}"#)
+    }
+
+    @Test func anAnswerLostAfterTheServerCommittedIsResentAndAppliedOnce() async throws {
+        let (ledger, state) = try makeDevice()
+        let server = FakeServer()
+        let client = try SyncClient(ledger: ledger, configuration: configuration(state: state), transport: server)
+        try await ledger.append(.messageRead(ReadChange(ids: ["m1"], read: true)))
+        server.inject(.loseAnswer)
+        await #expect(throws: SyncError.network("connection reset after the commit")) { try await client.syncOnce() }
+        // Not acknowledged as far as the device knows: the cursor did not move.
+        #expect(try relayCursor(ledger) == 0)
+        let report = try await client.syncOnce()
+        #expect(report.duplicates == 1)
+        #expect(server.applied[ledger.metadata.ledgerID]?.count == 1)
+        #expect(try relayCursor(ledger) == 1)
+    }
+
+    @Test func aClientThatDiedBeforeCommittingResendsAsDuplicates() async throws {
+        let (ledger, state) = try makeDevice()
+        let server = FakeServer()
+        try await ledger.append(.messageRead(ReadChange(ids: ["m1"], read: true)))
+        // What a device killed between the server's answer and its commit leaves: the server
+        // holds the batch, the cursor is where it was.
+        let batch = try relayBatch(ledger)
+        _ = try await server.send(SyncWire.UpRequest(ledger: ledger.metadata.ledgerID, after: batch.after, through: batch.through,
+                                                     events: batch.events.map(SyncWire.UpEvent.init)))
+        let client = try SyncClient(ledger: ledger, configuration: configuration(state: state), transport: server)
+        let report = try await client.syncOnce()
+        #expect(report.sent == 1 && report.duplicates == 1)
+        #expect(server.applied[ledger.metadata.ledgerID]?.count == 1)
+    }
+
+    @Test func aGapIsReportedAndNothingIsCommitted() async throws {
+        let (ledger, state) = try makeDevice()
+        let server = FakeServer()
+        let client = try SyncClient(ledger: ledger, configuration: configuration(state: state), transport: server)
+        try await ledger.append(.messageRead(ReadChange(ids: ["m1"], read: true)))
+        server.inject(.gap)
+        await #expect(throws: SyncError.gap(serverAcked: 0, deviceCursor: 0)) { try await client.syncOnce() }
+        #expect(try relayCursor(ledger) == 0)
+        #expect(client.status.phase == .failed)
+    }
+
+    @Test func theFeedIsAppendedKeyedAndAReplayChangesNothing() async throws {
+        let (ledger, state) = try makeDevice()
+        let server = FakeServer()
+        server.publish(type: "inbox.synced", payload: try listing(["m1", "m2"]))
+        server.publish(type: "message.read", payload: #"{"ids":["m1"],"read":true}"#)
+        server.publish(type: "message.removed", payload: #"{"ids":["m2"]}"#)
+        let client = try SyncClient(ledger: ledger, configuration: configuration(state: state), transport: server)
+        let report = try await client.syncOnce()
+        #expect(report.received == 3 && report.downCursor == 3)
+        let list = try await ledger.widgetList(limit: 10)
+        #expect(list.items.map(\.id) == ["m1"])
+        #expect(list.items.first?.read == true)
+        let head = try await ledger.headSequence()
+        #expect(try await ledger.events(after: 0).map(\.key) == ["sync-down-alice-1", "sync-down-alice-2", "sync-down-alice-3"])
+
+        // The state file lost: the whole feed again, every entry a replay.
+        try FileManager.default.removeItem(atPath: state)
+        let again = try SyncClient(ledger: ledger, configuration: configuration(state: state), transport: server)
+        let replay = try await again.syncOnce()
+        #expect(replay.received == 3)
+        #expect(try await ledger.headSequence() == head)
+        // What came down is never sent back up.
+        #expect(server.applied[ledger.metadata.ledgerID]?.isEmpty ?? true)
+    }
+
+    @Test func twoDevicesConvergeThroughTheFeed() async throws {
+        let server = FakeServer()
+        server.publish(type: "inbox.synced", payload: try listing(["m1", "m2", "m3"]))
+        let (a, stateA) = try makeDevice()
+        let (b, stateB) = try makeDevice()
+        let clientA = try SyncClient(ledger: a, configuration: configuration(state: stateA), transport: server)
+        let clientB = try SyncClient(ledger: b, configuration: configuration(state: stateB), transport: server)
+        _ = try await clientA.syncOnce()
+        _ = try await clientB.syncOnce()
+        try await a.append(.messageRead(ReadChange(ids: ["m1"], read: true)))
+        try await b.append(.messageRemoved(MessageRemoval(ids: ["m3"])))
+        try await b.append(.widgetAction(WidgetAction(actionID: "w1", kind: .markRead, target: "m2")))
+        for _ in 0..<2 {
+            _ = try await clientA.syncOnce()
+            _ = try await clientB.syncOnce()
+        }
+        let listA = try await a.widgetList(limit: 10), listB = try await b.widgetList(limit: 10)
+        #expect(listA.items.map(\.id) == ["m2", "m1"] || listA.items.map(\.id) == ["m1", "m2"])
+        #expect(listA.items == listB.items)
+        #expect(listA.unreadCount == listB.unreadCount && listA.badge == listB.badge)
+        #expect(listA.items.first { $0.id == "m1" }?.read == true)
+    }
+
+    @Test func runRetriesThroughAnOutageAndReportsProgress() async throws {
+        let (ledger, state) = try makeDevice()
+        let server = FakeServer()
+        let client = try SyncClient(ledger: ledger, configuration: configuration(state: state), transport: server)
+        server.inject(.refuse, .refuse, .refuse)
+        let loops = Task { await client.run() }
+        for i in 0..<20 { try await ledger.append(.messageRead(ReadChange(ids: ["m\(i)"], read: true))) }
+        var sawOffline = false
+        for await status in client.statusUpdates() {
+            if status.phase == .offline { sawOffline = true }
+            if status.upCursor == 20 && status.upLag == 0 { break }
+        }
+        loops.cancel()
+        await loops.value
+        #expect(sawOffline || server.sends > 1)
+        #expect(server.applied[ledger.metadata.ledgerID]?.count == 20)
+        #expect(client.status.eventsSent == 20)
+    }
+}
