@@ -40,7 +40,7 @@ let package = Package(
         // The `ledger` command-line tool.
         .executableTarget(
             name: "ledger",
-            dependencies: ["InboxLedger", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["InboxLedger", "InboxLedgerSync", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Tools/ledger"
         ),
         // A helper the tests spawn as real writer / reader / crash-victim processes.
