@@ -1,0 +1,33 @@
+// swift-tools-version: 6.1
+// ledger-server: the sync server of docs/sync.md, in a package of its own so that an app that
+// depends on InboxLedger resolves none of its dependencies (Hummingbird, postgres-nio, swift-crypto).
+import PackageDescription
+
+let package = Package(
+    name: "ledger-server",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "ledger-server", targets: ["ledger-server"]),
+    ],
+    dependencies: [
+        .package(name: "InboxLedger", path: "../.."),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        .executableTarget(
+            name: "ledger-server",
+            dependencies: [
+                .product(name: "InboxLedger", package: "InboxLedger"),
+                .product(name: "InboxLedgerSync", package: "InboxLedger"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
