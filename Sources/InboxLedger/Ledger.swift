@@ -189,8 +189,11 @@ public final class Ledger: Sendable {
     /// committed transactions that left none of the ledger's tables.
     private static func unidentified(_ environment: Environment, path: String) throws(LedgerError) -> Unidentified {
         do {
-            let names = try environment.namedDatabases()
-            let transactions = try environment.info().lastTransactionID
+            // The names and the count of transactions from one snapshot: a creator in another
+            // process may commit meanwhile, and LMDB writes the meta page that `info()` reads
+            // before readers see its transaction, so the two read apart could show the creator's
+            // transaction without its tables and call a creation foreign.
+            let (names, transactions) = try environment.read { txn in (try environment.namedDatabases(in: txn), txn.id) }
             let others = names.filter { !Schema.allNames.contains($0) }.sorted()
             if !others.isEmpty {
                 return .foreign("it holds tables a ledger does not have (\(others.prefix(3).map { "'\($0)'" }.joined(separator: ", "))\(others.count > 3 ? ", …" : ""))")

@@ -120,18 +120,22 @@ public final class Environment: Sendable {
     /// The names stored in the unnamed (main) database: the named databases that exist in the
     /// file, whether or not this handle opened them.
     public func namedDatabases() throws -> [String] {
-        try read { txn in
-            var main: MDB_dbi = 0
-            try check(mdb_dbi_open(txn.pointer, nil, 0, &main))
-            return try txn.withCursor(Database(name: "", handle: main)) { cursor in
-                var names: [String] = []
-                var entry = try cursor.first()
-                while let e = entry {
-                    names.append(String(decoding: e.key, as: UTF8.self))
-                    entry = try cursor.next()
-                }
-                return names
+        try read { txn in try namedDatabases(in: txn) }
+    }
+
+    /// The named databases as `txn` sees them (with `txn.id`, a consistent view: the meta page
+    /// that ``info()`` reads is written before readers can see its transaction).
+    public func namedDatabases(in txn: Transaction) throws -> [String] {
+        var main: MDB_dbi = 0
+        try check(mdb_dbi_open(txn.pointer, nil, 0, &main))
+        return try txn.withCursor(Database(name: "", handle: main)) { cursor in
+            var names: [String] = []
+            var entry = try cursor.first()
+            while let e = entry {
+                names.append(String(decoding: e.key, as: UTF8.self))
+                entry = try cursor.next()
             }
+            return names
         }
     }
 

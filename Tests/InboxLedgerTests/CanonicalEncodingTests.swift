@@ -51,7 +51,18 @@ import TestSupport
     /// A random built-in event and the hand-written JSON of its payload.
     func randomEvent(_ rng: inout SeededGenerator) -> (DomainEvent, String) {
         let when = Timestamp(micros: Int64.random(in: 0...4_000_000_000_000_000, using: &rng))
-        switch Int.random(in: 0..<5, using: &rng) {
+        switch Int.random(in: 0..<7, using: &rng) {
+        case 5:
+            let removal = MessageRemoval(ids: (0..<Int.random(in: 1...3, using: &rng)).map { "id\($0)" + randomString(&rng) })
+            return (.messageRemoved(removal), "{\"ids\": [\(removal.ids.map(quoted).joined(separator: ","))]}")
+        case 6:
+            let id = "p-" + randomString(&rng)
+            let message = maybe(Bool.random(using: &rng)) { InboxMessage(id: id, title: randomString(&rng), sentAt: when) }
+            let push = PushReceived(messageID: id, message: message, badge: maybe(Bool.random(using: &rng)) { Int.random(in: 0...1000, using: &rng) })
+            var parts = ["\"messageID\": \(quoted(id))"]
+            if let m = message { parts.append("\"message\": {\"title\": \(quoted(m.title)), \"id\": \(quoted(id)), \"sentAt\": \(quoted(when.iso8601))}") }
+            if let b = push.badge { parts.append("\"badge\": \(b)") }
+            return (.pushReceived(push), "{" + parts.shuffled(using: &rng).joined(separator: ", ") + "}")
         case 0:
             var fields: [String] = []
             let messages = (0..<Int.random(in: 0...3, using: &rng)).map { i -> InboxMessage in

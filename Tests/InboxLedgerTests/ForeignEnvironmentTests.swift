@@ -74,8 +74,12 @@ import TestSupport
     @Test func anEmptyEnvironmentWithCommittedTransactionsIsRefused() throws {
         let dir = TemporaryDirectory()
         let path = try environment(dir, tables: []) { env in
-            let main = Database(name: "", handle: 1)  // LMDB's MAIN_DBI
+            // LMDB's MAIN_DBI: listing the names first opens it (mdb_dbi_open with no name sets
+            // its comparison function; a put without it calls a null pointer).
+            let main = Database(name: "", handle: 1)
+            _ = try env.namedDatabases()
             try env.write { try $0.put(main, key: Array("k".utf8), value: [1]) }
+            _ = try env.namedDatabases()
             try env.write { _ = try $0.delete(main, key: Array("k".utf8)) }
         }
         #expect(try Environment.open(directory: path).info().lastTransactionID == 2)

@@ -4,8 +4,8 @@ import TestSupport
 @testable import InboxLedger
 
 /// The whole inbox scenario across real processes (the roles `ledger simulate` plays): the host
-/// app syncing, two widgets reading and recording actions, a notification extension adjusting the
-/// badge, and the host's consumer completing actions.
+/// app syncing, two widgets reading and recording actions, a notification extension recording
+/// pushes, and the host's consumer completing actions.
 @Suite(.serialized) struct ScenarioTests {
     let agent = Processes.product("LedgerTestAgent")
     let ledgerTool = Processes.product("ledger")
@@ -16,12 +16,12 @@ import TestSupport
 
     func checkFinalState(_ path: String) throws {
         let ledger = try Ledger(path: path)
-        var model = InboxModel()
+        var model = FlowModel()
         var recorded: [String] = []
         var completions: [String: Int] = [:]
         var iterator = ledger.iterator(after: 0, pageSize: 2048)
         while let e = try iterator.next() {
-            model.apply(e)
+            model.apply(try DomainEvent.decode(type: e.type, payload: e.payload))
             if e.type == "widget.action", case .widgetAction(let a) = try DomainEvent.decode(type: e.type, payload: e.payload) {
                 recorded.append(a.actionID)
             }
@@ -37,8 +37,8 @@ import TestSupport
         #expect(try ledger.pendingActions().isEmpty)
         // The projections equal the model and a rebuild.
         let list = try ledger.widgetList(limit: 1000)
-        #expect(list.items.map(\.id) == model.order)
-        #expect(list.items.map(\.read) == model.order.map { model.messages[$0]!.read })
+        #expect(list.items.map(\.id) == model.orderedIDs)
+        #expect(list.items.map(\.read) == model.orderedIDs.map { model.rows[$0]?.read == true })
         #expect(list.unreadCount == model.unread)
         #expect(list.badge == model.badge)
         #expect(try ledger.verifyProjections() == nil)
