@@ -9,6 +9,11 @@ setup:
 demo:
 	bash scripts/demo.sh
 
+# The sync demo (docs/sync.md): a private PostgreSQL, ledger-server, two devices of one user.
+.PHONY: demo-sync
+demo-sync:
+	bash scripts/demo-sync.sh
+
 build: setup
 	swift build --build-tests
 
