@@ -8,6 +8,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "ledger-server", targets: ["ledger-server"]),
+        .executable(name: "sync-device", targets: ["sync-device"]),
     ],
     dependencies: [
         .package(name: "InboxLedger", path: "../.."),
@@ -26,6 +27,23 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        // A device in a process of its own, for the tests to kill (fault injection by environment).
+        .executableTarget(
+            name: "sync-device",
+            dependencies: [
+                .product(name: "InboxLedger", package: "InboxLedger"),
+                .product(name: "InboxLedgerSync", package: "InboxLedger"),
+            ]
+        ),
+        // Real processes and a real PostgreSQL (started by scripts/sync-postgres.sh).
+        .testTarget(
+            name: "LedgerServerTests",
+            dependencies: [
+                "ledger-server", "sync-device",
+                .product(name: "InboxLedger", package: "InboxLedger"),
+                .product(name: "InboxLedgerSync", package: "InboxLedger"),
             ]
         ),
     ],

@@ -24,17 +24,20 @@ final class FeedNotifier: Service, Sendable {
     }
 
     func run() async throws {
-        while !Task.isCancelled {
-            do {
-                try await client.withConnection { connection in
-                    try await connection.listen(on: "ledger_feed") { notifications in
-                        for try await notification in notifications { self.wake(notification.payload) }
+        // Ends on SIGTERM/SIGINT (graceful shutdown) like the PostgreSQL client does.
+        try await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    try await self.client.withConnection { connection in
+                        try await connection.listen(on: "ledger_feed") { notifications in
+                            for try await notification in notifications { self.wake(notification.payload) }
+                        }
                     }
+                } catch {
+                    if Task.isCancelled { return }
+                    self.logger.warning("LISTEN connection lost, reconnecting: \(error)")
+                    try await Task.sleep(for: .milliseconds(500))  // a pause before reconnecting
                 }
-            } catch {
-                if Task.isCancelled { return }
-                logger.warning("LISTEN connection lost, reconnecting: \(error)")
-                try? await Task.sleep(for: .milliseconds(500))  // a pause before reconnecting, not I/O
             }
         }
     }
