@@ -30,7 +30,9 @@ export LEDGER_SERVER_SECRET="demo-secret-$(od -An -N8 -tx8 /dev/urandom | tr -d 
 
 pids=()
 cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    # SIGKILL: the server is stateless (what it acknowledged is committed in PostgreSQL) and a
+    # SIGTERM would wait for its open long polls; the devices resume where they were.
+    for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
     scripts/sync-postgres.sh stop "$DIR/postgres" || true
 }
