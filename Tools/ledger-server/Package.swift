@@ -9,6 +9,7 @@ let package = Package(
     products: [
         .executable(name: "ledger-server", targets: ["ledger-server"]),
         .executable(name: "sync-device", targets: ["sync-device"]),
+        .executable(name: "sync-bench", targets: ["sync-bench"]),
     ],
     dependencies: [
         .package(name: "InboxLedger", path: "../.."),
@@ -32,6 +33,14 @@ let package = Package(
         // A device in a process of its own, for the tests to kill (fault injection by environment).
         .executableTarget(
             name: "sync-device",
+            dependencies: [
+                .product(name: "InboxLedger", package: "InboxLedger"),
+                .product(name: "InboxLedgerSync", package: "InboxLedger"),
+            ]
+        ),
+        // The sync workloads (scripts/sync-bench.sh): up, 50-device ingest, down.
+        .executableTarget(
+            name: "sync-bench",
             dependencies: [
                 .product(name: "InboxLedger", package: "InboxLedger"),
                 .product(name: "InboxLedgerSync", package: "InboxLedger"),

@@ -6,6 +6,8 @@
 //                                     before the relay's cursor is committed
 //   SYNC_DEVICE_LOSE_ANSWER_EVERY=n   drop every n-th up answer after the server committed it
 //                                     (what a connection lost at that instant does)
+//   SYNC_DEVICE_SUSPEND_CYCLES=n      (watch) n cycles of Ledger.suspend() / Ledger.resume(), as
+//                                     an app going to the background and back, while syncing
 // Prints `status sent=… up-cursor=… up-lag=… down-cursor=… phase=…` on every status change.
 import Foundation
 import InboxLedger
@@ -68,6 +70,23 @@ do {
         say("done sent=\(report.sent) duplicates=\(report.duplicates) received=\(report.received) up-cursor=\(report.upCursor) down-cursor=\(report.downCursor)")
     } else {
         Task { await client.run() }
+        if let cycles = env["SYNC_DEVICE_SUSPEND_CYCLES"].flatMap({ Int($0) }) {
+            Task {
+                var done = 0
+                while done < cycles {
+                    do {
+                        try Ledger.suspend()
+                        try await Task.sleep(for: .milliseconds(15))  // in the background a while
+                        Ledger.resume()
+                        done += 1
+                        try await Task.sleep(for: .milliseconds(15))
+                    } catch {
+                        Ledger.resume()  // a writer held the lock past the wait: try again
+                    }
+                }
+                say("suspend cycles done \(done)")
+            }
+        }
         for await s in client.statusUpdates() {
             say("status sent=\(s.eventsSent) up-cursor=\(s.upCursor) up-lag=\(s.upLag) down-cursor=\(s.downCursor) phase=\(s.phase.rawValue) error=\(s.lastError ?? "-")")
         }

@@ -181,11 +181,14 @@ struct SyncServerTests {
             try await publish(url1, token: try await h.token("erin", scope: "publish"), ids: ids)
             let a = try deviceLedger(h, "erin-a"), b = try deviceLedger(h, "erin-b")
             try localActivity(a.ledger, count: 3000, ids: ids, seed: 2)
+            try localActivity(b.ledger, count: 400, ids: ids, seed: 3)
             let agent = productsDirectory + "/sync-device"
-            // A through server 1, losing every third answer after the commit; B through server 2.
+            // A through server 1, losing every third answer after the commit; B through server 2,
+            // suspended and resumed 40 times (Ledger.suspend(): every lock and reader slot released).
             let deviceA = try Child(agent, [a.path, url1.absoluteString, token, a.state, "watch"],
                                     environment: ["SYNC_DEVICE_LOSE_ANSWER_EVERY": "3", "SYNC_DEVICE_BATCH": "100"])
-            let deviceB = try Child(agent, [b.path, url2.absoluteString, token, b.state, "watch"])
+            let deviceB = try Child(agent, [b.path, url2.absoluteString, token, b.state, "watch"],
+                                    environment: ["SYNC_DEVICE_SUSPEND_CYCLES": "40"])
             defer { deviceA.kill(); deviceB.kill() }
             // Server 1 is killed (SIGKILL) once A's first batch is acknowledged, while A keeps
             // sending; a new process takes its port and A's retries carry on.
@@ -193,7 +196,6 @@ struct SyncServerTests {
             first.kill()
             let port = url1.port ?? 0
             try await h.startServer(port: port)
-            try localActivity(b.ledger, count: 400, ids: ids, seed: 3)
 
             let sharedA = try sharedEvents(a.ledger), sharedB = try sharedEvents(b.ledger)
             let expectedHead = UInt64(1 + feedEntries(of: sharedA) + feedEntries(of: sharedB))
@@ -204,6 +206,7 @@ struct SyncServerTests {
                 try a.ledger.consumers().first { $0.name == "sync-relay" }?.lag == 0
                     && b.ledger.consumers().first { $0.name == "sync-relay" }?.lag == 0
             }
+            try await deviceB.waitForLine(containing: "suspend cycles done 40")
             let state = try await serverState(url2, token: token)
             #expect(state.deviceEvents == sharedA.count + sharedB.count)
             #expect(state.head == expectedHead)
