@@ -14,6 +14,16 @@ demo:
 demo-sync:
 	bash scripts/demo-sync.sh
 
+# The sync server's tests with a real PostgreSQL and real processes (docs/sync.md, "Tests"),
+# and its benchmark (docs/sync.md, "Performance"). Not part of `make test`: the server package's
+# first build (Hummingbird, postgres-nio, swift-crypto) is several minutes on 2 cores.
+.PHONY: test-sync bench-sync
+test-sync: setup
+	bash scripts/sync-test.sh
+
+bench-sync: setup
+	bash scripts/sync-bench.sh
+
 build: setup
 	swift build --build-tests
 
