@@ -278,12 +278,14 @@ public final class SyncClient: Sendable {
         } catch {
             throw .ledger(error as? LedgerError ?? .unexpected(path: ledger.path, operation: "commit the relay", reason: "\(error)"))
         }
-        let head = (try? await ledger.headSequence()) ?? batch.through  // only for the lag shown
+        // The head only feeds the lag shown; if it cannot be read now, the lag stays as it was.
+        var head: UInt64?
+        do { head = try await ledger.headSequence() } catch { head = nil }
         update { s in
             s.phase = .idle
             s.eventsSent += answer.applied + answer.duplicates
             s.upCursor = max(s.upCursor, batch.through)
-            s.upLag = head > s.upCursor ? head - s.upCursor : 0
+            if let head { s.upLag = head > s.upCursor ? head - s.upCursor : 0 }
             s.lastError = nil
             s.lastSuccess = Timestamp(Date())
         }
