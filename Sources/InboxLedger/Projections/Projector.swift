@@ -30,6 +30,10 @@ final class Projector<Store: ProjectionStore> {
     /// The earliest expiry in the `expiry` table, cached for the transaction (outer nil: not
     /// read yet), so applying an event does not open a cursor just to find nothing expired.
     private var earliestExpiry: Int64??
+    /// Whether the `local` table may hold records, known for the transaction once asked (nil:
+    /// not read yet): it is empty unless the device removed messages or heard of pushes, so a
+    /// sync of new messages does not look each of them up there.
+    private var localMayHoldRecords: Bool?
 
     init(store: Store) throws {
         self.store = store
@@ -248,7 +252,7 @@ final class Projector<Store: ProjectionStore> {
     private func upsert(_ m: InboxMessage, _ event: Event) throws -> Bool {
         let stored = try message(m.id)
         var local: LocalMessageRecord?
-        if stored == nil, let record = try localRecord(m.id) {
+        if stored == nil, try localTableMayHoldRecords(), let record = try localRecord(m.id) {
             // Removed here and the server still lists it: it stays removed until it does not.
             if record.standing == .removed { return false }
             local = record
@@ -305,7 +309,19 @@ final class Projector<Store: ProjectionStore> {
         return record
     }
 
+    private func localTableMayHoldRecords() throws -> Bool {
+        if let known = localMayHoldRecords { return known }
+        var any = false
+        try store.scan(.local, from: []) { _, _ in
+            any = true
+            return false
+        }
+        localMayHoldRecords = any
+        return any
+    }
+
     private func putLocal(_ id: String, _ record: LocalMessageRecord, replacing old: LocalMessageRecord?) throws {
+        localMayHoldRecords = true
         if old?.countsInBadge == true { state.announced -= 1 }
         if record.countsInBadge { state.announced += 1 }
         try store.put(.local, Array(id.utf8), record.encode())
