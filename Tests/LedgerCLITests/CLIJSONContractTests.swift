@@ -33,7 +33,7 @@ import TestSupport
         #expect(try jsonObject(event[0])["key"] is NSNull)
 
         let widget = try ledger("widget", path, "--json")
-        #expect(try keys(widget.stdout) == ["items", "unreadCount", "badge", "version", "updatedAt", "pendingActions"])
+        #expect(try keys(widget.stdout) == ["items", "unreadCount", "announced", "badge", "version", "updatedAt", "pendingActions"])
         let widgetObject = try jsonObject(widget.stdout)
         let item = try #require((widgetObject["items"] as? [[String: Any]])?.first)
         #expect(Set(item.keys) == ["id", "title", "subheading", "iconURL", "sentAt", "read"])

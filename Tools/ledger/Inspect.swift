@@ -82,8 +82,9 @@ struct Inspect: ParsableCommand, GuardedCommand {
         if !s.snapshots.isEmpty {
             lines.append("  snapshots  " + s.snapshots.map { "at \($0.sequence) (\($0.rows) rows)" }.joined(separator: " · "))
         }
-        if !widget.items.isEmpty || widget.badge > 0 || widget.pendingActions > 0 {
-            lines.append("  widget     badge \(widget.badge) · \(widget.unreadCount) unread · \(widget.pendingActions) pending actions")
+        if !widget.items.isEmpty || widget.badge > 0 || widget.pendingActions > 0 || widget.announced > 0 {
+            let announced = widget.announced > 0 ? " · \(widget.announced) announced by pushes" : ""
+            lines.append("  widget     badge \(widget.badge) · \(widget.unreadCount) unread\(announced) · \(widget.pendingActions) pending actions")
             for item in widget.items {
                 let row = "    \(item.read ? " " : "•") \(item.title)"
                 lines.append(Style.fit(row))

@@ -97,6 +97,7 @@ struct WidgetOutput: Encodable {
 
     var items: [Item]
     var unreadCount: Int
+    var announced: Int
     var badge: Int
     var version: UInt64
     var updatedAt: OrNull<String>
@@ -107,6 +108,7 @@ struct WidgetOutput: Encodable {
             Item(id: $0.id, title: $0.title, subheading: OrNull($0.subheading), iconURL: OrNull($0.iconURL), sentAt: $0.sentAt.iso8601, read: $0.read)
         }
         unreadCount = list.unreadCount
+        announced = list.announced
         badge = list.badge
         version = list.version
         updatedAt = OrNull(list.updatedAt?.iso8601)
