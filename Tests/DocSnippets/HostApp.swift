@@ -45,8 +45,8 @@ func scenePhaseChanged(to phase: ScenePhase) {
 /// Carries out the widget's actions exactly once: the cursor and the completions commit in
 /// one transaction, so a crash in between repeats nothing and loses nothing. Run it in a task
 /// that lives as long as the app (it ends when the task is cancelled).
-func runActionQueue(_ ledger: Ledger, perform: (WidgetAction) async throws -> Void) async throws {
-    let host = try ledger.consumer(named: "host-app")
+func runActionQueue(_ ledger: Ledger, perform: @Sendable (WidgetAction) async throws -> Void) async throws {
+    let host = try await ledger.consumer(named: "host-app")   // waits through a suspension too
     for try await batch in host.batches(limit: 50) {
         var completions: [NewEvent] = []
         for event in batch.events where event.type == BuiltInEventType.widgetAction.rawValue {

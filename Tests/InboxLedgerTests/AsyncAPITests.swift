@@ -106,7 +106,7 @@ import TestSupport
         #expect(try await t.ledger.badge() == 1)
         #expect(try await t.ledger.pendingActions().map(\.actionID) == ["a"])
         #expect(try await t.ledger.events(after: 0).count == 2)
-        let host = try t.ledger.consumer(named: "host")
+        let host = try await t.ledger.consumer(named: "host")
         let batch = try await host.next()
         #expect(batch.events.count == 2)
         try await host.commit(batch, appending: [try DomainEvent.actionCompleted(ActionCompletion(actionID: "a", outcome: .done)).newEvent()])

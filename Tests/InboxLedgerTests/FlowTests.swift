@@ -262,3 +262,19 @@ import TestSupport
         #expect(try JSONDecoder().decode(WidgetList.self, from: JSONEncoder().encode(current)) == current)
     }
 }
+
+@Suite struct FlowVersionTests {
+    /// `version` moves only with what the widget shows: a listing that settles a local read (the
+    /// server now agrees) rewrites the row's flags, not what is shown.
+    @Test func aListingThatOnlySettlesALocalReadLeavesTheVersion() throws {
+        let t = try TestLedger()
+        try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("a", read: false)])))
+        try t.ledger.append(.messageRead(ReadChange(ids: ["a"], read: true)))
+        let version = try t.ledger.widgetList().version
+        try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("a", read: true)])))
+        #expect(try t.ledger.message(id: "a")?.localRead == nil, "settled")
+        #expect(try t.ledger.widgetList().version == version)
+        try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("a", "renamed", read: true)])))
+        #expect(try t.ledger.widgetList().version > version)
+    }
+}

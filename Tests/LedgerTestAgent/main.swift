@@ -427,7 +427,7 @@ func widgetReader(dir: String, seconds: Double) {
 func batchConsumer(dir: String, name: String, expected: Int, cycles: Int) async {
     let ledger = openLedger(dir, role: "app", durability: "none")
     let host: Consumer
-    do { host = try ledger.consumer(named: name) } catch { die("consumer: \(error)") }
+    do { host = try await ledger.consumer(named: name) } catch { die("consumer: \(error)") }
     let toggler = Task.detached {
         var rng = SystemRandomNumberGenerator()
         for _ in 0..<cycles {

@@ -42,7 +42,7 @@ struct Simulate: AsyncParsableCommand, GuardedCommand {
 
     func run() async throws {
         let ledger = try openLedger(location, role: "simulate", writes: true, create: true)
-        do { _ = try ledger.consumer(named: "host-app") } catch { throw fail(error) }
+        do { _ = try await ledger.consumer(named: "host-app") } catch let error as LedgerError { throw fail(error) }
         let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
         let me = FileManager.default.isExecutableFile(atPath: executable) ? executable : CommandLine.arguments[0]
         func spawn(_ role: SimulationRole, _ extra: [String] = []) throws -> Process {
@@ -227,7 +227,7 @@ struct SimulateRole: AsyncParsableCommand {
     /// The host app's consumer: completes each widget action exactly once, atomically with its
     /// cursor; exits after the `simulate.end` marker.
     func hostConsumer(_ ledger: Ledger) async throws {
-        let host = try ledger.consumer(named: "host-app")
+        let host = try await ledger.consumer(named: "host-app")
         while true {
             let batch: ConsumerBatch
             do { batch = try await host.next(limit: 100) } catch {

@@ -53,6 +53,20 @@ public struct ConsumerBatches: AsyncSequence, Sendable {
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(consumer: consumer, limit: limit) }
 }
 
+extension Ledger {
+    /// ``consumer(named:startingAt:)`` without blocking, waiting through transient conditions
+    /// (the process suspended, a busy writer, every reader slot taken) like ``Consumer/batches(limit:)``
+    /// and the async commit: the first call of an action-queue task that may start while the
+    /// app is suspended.
+    ///
+    /// ```swift
+    /// let host = try await ledger.consumer(named: "host-app")
+    /// ```
+    public func consumer(named name: String, startingAt start: ConsumerStart = .beginning) async throws -> Consumer {
+        try await retryingTransient { [self] in try await readWorker.run { [self] () throws(LedgerError) in try consumer(named: name, startingAt: start) } }
+    }
+}
+
 extension Consumer {
     /// The batches after the cursor, each of up to `limit` events, as the loop asks for them;
     /// see ``ConsumerBatches``.

@@ -159,6 +159,14 @@ struct MessageRecord: Hashable, Sendable {
         }
     }
 
+    /// Whether two stored rows hold the same message apart from its read flags and `changedAt`
+    /// (what a listing that settles a local change rewrites).
+    static func sameContent(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        let readBits: UInt8 = 8 | 16 | 32
+        guard a.count == b.count, a.count > changedAtOffset + 8, a[0] == b[0], a[1] & ~readBits == b[1] & ~readBits else { return false }
+        return a[2..<changedAtOffset] == b[2..<changedAtOffset] && a[(changedAtOffset + 8)...] == b[(changedAtOffset + 8)...]
+    }
+
     /// Sets `changedAt` in stored bytes `encode()` wrote, in place.
     static func setChangedAt(_ sequence: UInt64, in bytes: inout [UInt8]) {
         withUnsafeBytes(of: sequence.littleEndian) { bytes.replaceSubrange(changedAtOffset..<(changedAtOffset + 8), with: $0) }

@@ -6,7 +6,8 @@ public enum ProjectionNote: Hashable, Sendable, Codable, CustomStringConvertible
     case alreadyCompleted(actionID: String, sequence: UInt64)
     /// `widget.action` reusing the id of an action already recorded (ignored).
     case duplicateAction(actionID: String, sequence: UInt64)
-    /// `message.read` (or a `markRead` action) naming messages the inbox does not hold (ignored).
+    /// `message.read`, `message.removed` (or a `markRead` action) naming messages the inbox
+    /// neither holds nor was told of by a push (ignored).
     case unknownMessages(ids: [String], sequence: UInt64)
 
     /// What the projection noticed, in a sentence.
@@ -277,7 +278,10 @@ final class Projector<Store: ProjectionStore> {
         record.changedAt = event.sequence
         MessageRecord.setChangedAt(event.sequence, in: &bytes)
         try write(m.id, record.header, bytes, replacing: old)
-        return true
+        // A listing that only settles a local change (same content, same read as shown) changes
+        // nothing the widget shows.
+        guard let old, let stored else { return true }
+        return old.isRead != record.isRead || !MessageRecord.sameContent(bytes, stored.bytes)
     }
 
     /// A push announcing a message: it counts once, as a row if it carries the message (and the
