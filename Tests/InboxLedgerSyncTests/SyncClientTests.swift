@@ -125,7 +125,7 @@ import Testing
             if status.phase == .offline { sawOffline = true }
             // At or past 20: the feed echoes the reads back as keyed events, which the relay passes
             // over without sending; its cursor may step past 20 in one batch.
-            if status.upCursor >= 20 && status.upLag == 0 { break }
+            if status.eventsSent == 20 { break }  // every read acknowledged (the feed brings them back as keyed, unshared events)
         }
         loops.cancel()
         await loops.value
