@@ -1,7 +1,7 @@
 // The sync workloads of docs/sync.md, "Performance", against a running ledger-server
 // (scripts/sync-bench.sh starts PostgreSQL and the server, mints the tokens and runs this):
 //   up       one device's SyncClient sends N shared events (batches of 1000)   → events/s
-//   ingest   50 devices at once, each sending batches of 500 and waiting for the answer
+//   ingest   50 devices at once, each sending batches of INGEST_BATCH (500) and waiting for the answer
 //            before the next (the protocol)                                   → events/s, p50/p99 ack
 //   down     a fresh device's SyncClient applies the feed (listings and reads) → entries/s, messages/s
 //   sync-bench URL TOKENS-FILE DIR   (TOKENS-FILE: lines "user device-token publish-token")
@@ -74,7 +74,7 @@ do {
 
 // MARK: ingest: 50 devices at once.
 do {
-    let batchSize = 500
+    let batchSize = Int(env["INGEST_BATCH"] ?? "") ?? 500
     // Pre-encoded bodies: this measures the server and PostgreSQL, not the clients' encoding.
     var bodies: [[Data]] = []
     for d in 0..<devices {
