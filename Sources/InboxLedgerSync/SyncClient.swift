@@ -340,20 +340,14 @@ public final class SyncClient: Sendable {
 
     /// Runs `body`, waiting through the ledger's transient conditions (suspension, a busy writer).
     func waitingThroughTransient<T: Sendable>(_ body: @Sendable () async throws -> T) async throws(SyncError) -> T {
-        var delay = 5
-        while true {
-            do {
-                return try await body()
-            } catch let error as LedgerError where error.isTransient {
-                guard await pause(.milliseconds(delay)) else { throw .cancelled }
-                delay = min(delay * 2, 200)
-            } catch let error as LedgerError {
-                throw .ledger(error)
-            } catch is CancellationError {
-                throw .cancelled
-            } catch {
-                throw .ledger(.unexpected(path: ledger.path, operation: "sync", reason: "\(error)"))
-            }
+        do {
+            return try await ledger.retryingTransient(body)
+        } catch let error as LedgerError {
+            throw .ledger(error)
+        } catch is CancellationError {
+            throw .cancelled
+        } catch {
+            throw .ledger(.unexpected(path: ledger.path, operation: "sync", reason: "\(error)"))
         }
     }
 

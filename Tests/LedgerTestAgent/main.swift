@@ -470,11 +470,7 @@ func batchConsumer(dir: String, name: String, expected: Int, cycles: Int) async 
 func flowActor(dir: String, role: String, control: String, start: Int) async {
     let ledger = openLedger(dir, role: role, durability: "none")
     func retrying<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
-        while true {
-            do { return try await body() } catch let error as LedgerError where error.isTransient {
-                try await Task.sleep(for: .milliseconds(2))
-            }
-        }
+        try await ledger.retryingTransient(body)
     }
     var n = start
     while true {

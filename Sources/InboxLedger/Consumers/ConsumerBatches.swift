@@ -76,8 +76,9 @@ extension Consumer {
 extension Ledger {
     /// Runs `body` until it succeeds or throws what is not transient, waiting between tries
     /// (5 ms, doubling to 200 ms): a suspended process is polled, so a resume is noticed within
-    /// 200 ms. Cancellation ends the wait with `CancellationError`.
-    func retryingTransient<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+    /// 200 ms. Cancellation ends the wait with `CancellationError`. (`package`: the sync client
+    /// and the test agent wait the same way.)
+    package func retryingTransient<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
         var delay = 5
         while true {
             do {
