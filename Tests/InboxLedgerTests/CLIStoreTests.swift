@@ -8,21 +8,14 @@ import TestSupport
 import Glibc
 #endif
 
-/// A closed ledger of `count` events of about 300 bytes, with a consumer.
+/// A closed ledger of `count` events of about 300 bytes, a message and a consumer.
 private func notesLedger(_ dir: TemporaryDirectory, count: Int) throws -> String {
-    let path = dir.child("ledger")
-    let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
-    let pad = String(repeating: "p", count: 300)
-    for start in stride(from: 0, to: count, by: 500) {
-        try ledger.append(contentsOf: (start..<min(start + 500, count)).map { i in
-            NewEvent(type: "app.note", payload: Array(#"{"i":\#(i),"pad":"\#(pad)"}"#.utf8))
-        })
+    try notesLedger(dir, count: count) { ledger in
+        try ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [
+            InboxMessage(id: "m1", title: "Hello", sentAt: Timestamp(micros: 1_790_000_000_000_000)),
+        ])))
+        _ = try ledger.consumer(named: "host")
     }
-    try ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [
-        InboxMessage(id: "m1", title: "Hello", sentAt: Timestamp(micros: 1_790_000_000_000_000)),
-    ])))
-    _ = try ledger.consumer(named: "host")
-    return path
 }
 
 /// data.mdb's bytes and modification time (to the nanosecond).

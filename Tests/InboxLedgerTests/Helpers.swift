@@ -46,3 +46,18 @@ final class TmpfsMount {
     // A failed unmount leaves a mount under a temporary directory: nothing to recover here.
     deinit { _ = try? Processes.run("/bin/umount", ["-l", path]) }
 }
+
+/// A ledger in `dir` with `count` custom events of about 300 bytes (appended 500 a transaction),
+/// then whatever `finish` adds; closed when this returns. Returns its path.
+func notesLedger(_ dir: TemporaryDirectory, count: Int, finish: (Ledger) throws -> Void) throws -> String {
+    let path = dir.child("ledger")
+    let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
+    let pad = String(repeating: "p", count: 300)
+    for start in stride(from: 0, to: count, by: 500) {
+        try ledger.append(contentsOf: (start..<min(start + 500, count)).map { i in
+            NewEvent(type: "app.note", payload: Array(#"{"i":\#(i),"pad":"\#(pad)"}"#.utf8))
+        })
+    }
+    try finish(ledger)
+    return path
+}

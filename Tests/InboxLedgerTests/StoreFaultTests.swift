@@ -18,15 +18,7 @@ import Glibc
 
     /// A ledger with `count` events of about 300 bytes, closed.
     func filledLedger(_ dir: TemporaryDirectory, count: Int = 2000) throws -> String {
-        let path = dir.child("ledger")
-        let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
-        let pad = String(repeating: "p", count: 300)
-        for start in stride(from: 0, to: count, by: 500) {
-            try ledger.append(contentsOf: (start..<min(start + 500, count)).map { i in
-                NewEvent(type: "app.note", payload: Array(#"{"i":\#(i),"pad":"\#(pad)"}"#.utf8))
-            })
-        }
-        return path
+        try notesLedger(dir, count: count) { _ in }
     }
 
     /// The error opening `path` throws (nil if it opens).
