@@ -16,6 +16,9 @@ let package = Package(
         .executable(name: "ledger-crash-states", targets: ["ledger-crash-states"]),
         // LD_PRELOAD recorder of data.mdb writes and syncs for the crash-state explorer.
         .library(name: "LedgerIORecorder", type: .dynamic, targets: ["CIORecorder"]),
+        // The independent models of docs/semantics.md (InboxModel, FlowModel) and test helpers, for
+        // the packages under Tools/ that depend on this one by path (the sync server's tests).
+        .library(name: "LedgerTestSupport", targets: ["TestSupport"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
