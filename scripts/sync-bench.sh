@@ -3,6 +3,10 @@
 # durable settings, one ledger-server (release build), and Tools/ledger-server's sync-bench:
 # up (one device), ingest (50 devices at once), down (listings applied on a device).
 #   UP_EVENTS, DEVICES, EVENTS_PER_DEVICE, LISTINGS   the workload sizes
+#   INGEST_BATCH   events per ingest request (default 500)
+#   SYNC_BENCH     which workloads, comma-separated (default up,ingest,down)
+#   CONNECTIONS    the server's PostgreSQL connections (default 16)
+#   PG_OPTIONS     extra PostgreSQL settings, space-separated (e.g. "commit_delay=200")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 (cd Tools/ledger-server && swift build -c release --product ledger-server >&2 && swift build -c release --product sync-bench >&2)
@@ -18,7 +22,8 @@ cleanup() {
     rm -rf "$DIR"
 }
 trap cleanup EXIT
-PGPORT=$(scripts/sync-postgres.sh start "$DIR/postgres" "max_connections=200")
+# shellcheck disable=SC2086  # PG_OPTIONS is a list of NAME=VALUE words
+PGPORT=$(scripts/sync-postgres.sh start "$DIR/postgres" "max_connections=200" ${PG_OPTIONS:-})
 "$BIN/ledger-server" serve --port 0 --connections "${CONNECTIONS:-16}" --database-url "postgres://ledger@127.0.0.1:$PGPORT/ledger" >"$DIR/server.log" 2>&1 &
 SERVER_PID=$!
 until grep -q "listening on" "$DIR/server.log"; do kill -0 "$SERVER_PID" || exit 1; sleep 0.1; done

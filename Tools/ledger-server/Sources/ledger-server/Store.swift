@@ -41,6 +41,62 @@ enum Migrations {
                                    listing text, PRIMARY KEY (user_id, message_id))
             """,
         ]),
+        // The whole of `POST /v1/up` in one statement, so a batch costs one round trip and one
+        // commit instead of nine (docs/sync.md, "Performance"). Called outside any explicit
+        // transaction, the function runs in the statement's own transaction: the deduplication
+        // record and the effect commit together, and a refusal (RAISE) rolls everything back —
+        // including the `updated_at` touch — so nothing is written on a 4xx.
+        (2, [
+            """
+            CREATE FUNCTION ledger_up(p_ledger text, p_user text, p_after bigint, p_through bigint,
+                e_seq bigint[], e_type text[], e_key text[], e_time bigint[], e_payload text[], e_base64 boolean[],
+                f_event bigint[], f_type text[], f_payload text[],
+                r_event bigint[], r_id text[], r_read boolean[],
+                x_event bigint[], x_id text[])
+            RETURNS TABLE (out_acked bigint, out_applied bigint) LANGUAGE plpgsql AS $fn$
+            DECLARE
+                v_owner text; v_acked bigint; v_applied bigint; v_changes bigint; v_head bigint;
+            BEGIN
+                -- Creates the ledger's row bound to this user, or locks the existing one: the lock
+                -- serialises this ledger's batches, so every event above acked is new.
+                INSERT INTO ledgers AS l (ledger_id, user_id) VALUES (p_ledger, p_user)
+                ON CONFLICT (ledger_id) DO UPDATE SET updated_at = now() RETURNING l.user_id, l.acked INTO v_owner, v_acked;
+                IF v_owner <> p_user THEN
+                    RAISE EXCEPTION USING ERRCODE = 'LG403', MESSAGE = 'ledger ' || p_ledger || ' belongs to another user';
+                END IF;
+                IF p_after > v_acked THEN
+                    RAISE EXCEPTION USING ERRCODE = 'LG409', DETAIL = v_acked::text,
+                        MESSAGE = 'the batch starts after ' || p_after || ' but the server holds this ledger only through ' || v_acked;
+                END IF;
+                -- The deduplication record (a key already present is a bug: unique_violation, rolled back).
+                INSERT INTO device_events (ledger_id, seq, user_id, type, key, time_micros, payload, payload_is_base64)
+                SELECT p_ledger, s, p_user, t, NULLIF(k, ''), tm, p, b
+                FROM unnest(e_seq, e_type, e_key, e_time, e_payload, e_base64) AS u(s, t, k, tm, p, b) WHERE s > v_acked;
+                GET DIAGNOSTICS v_applied = ROW_COUNT;
+                -- The effect: dense feed numbers reserved at once under the user row's lock, in event order.
+                SELECT count(*) INTO v_changes FROM unnest(f_event) AS f(s) WHERE s > v_acked;
+                IF v_changes > 0 THEN
+                    INSERT INTO users AS u (user_id, feed_head) VALUES (p_user, v_changes)
+                    ON CONFLICT (user_id) DO UPDATE SET feed_head = u.feed_head + EXCLUDED.feed_head RETURNING u.feed_head INTO v_head;
+                    INSERT INTO feed (user_id, seq, type, payload, origin_ledger)
+                    SELECT p_user, v_head - v_changes + row_number() OVER (ORDER BY o), t, p, p_ledger
+                    FROM unnest(f_event, f_type, f_payload) WITH ORDINALITY AS f(s, t, p, o) WHERE s > v_acked;
+                    -- The server's state: the last read flag per message, removals (an upsert touches a row once).
+                    INSERT INTO messages (user_id, message_id, read)
+                    SELECT DISTINCT ON (i) p_user, i, r FROM unnest(r_event, r_id, r_read) WITH ORDINALITY AS x(s, i, r, o)
+                    WHERE s > v_acked ORDER BY i, o DESC
+                    ON CONFLICT (user_id, message_id) DO UPDATE SET read = EXCLUDED.read;
+                    INSERT INTO messages (user_id, message_id, removed)
+                    SELECT DISTINCT p_user, i, true FROM unnest(x_event, x_id) AS x(s, i) WHERE s > v_acked
+                    ON CONFLICT (user_id, message_id) DO UPDATE SET removed = true;
+                    PERFORM pg_notify('ledger_feed', p_user);
+                END IF;
+                UPDATE ledgers SET acked = greatest(acked, p_through) WHERE ledger_id = p_ledger RETURNING acked INTO v_acked;
+                RETURN QUERY SELECT v_acked, v_applied;
+            END
+            $fn$
+            """,
+        ]),
     ]
 
     static func run(_ client: PostgresClient, logger: Logger) async throws {
@@ -67,45 +123,64 @@ struct Store: Sendable {
     let client: PostgresClient
     let logger: Logger
 
-    /// `POST /v1/up` (docs/sync.md): dedup record and effect in one transaction.
+    /// `POST /v1/up` (docs/sync.md): dedup record and effect in one transaction — one statement,
+    /// `ledger_up` (migration 2), which filters by the locked `acked` itself. The columns carry
+    /// every event and every effect tagged with its event's sequence; only those above `acked`
+    /// are written.
     func up(user: String, request: SyncWire.UpRequest, validated: [ValidatedEvent]) async throws -> SyncWire.UpResponse {
-        try await client.withTransaction(logger: logger) { c in
-            // Creates the ledger's row bound to this user, or locks the existing one.
-            var owner = "", acked: Int64 = 0
-            for try await (o, a) in try await c.query("""
-                INSERT INTO ledgers (ledger_id, user_id) VALUES (\(request.ledger), \(user))
-                ON CONFLICT (ledger_id) DO UPDATE SET updated_at = now() RETURNING user_id, acked
-                """, logger: logger).decode((String, Int64).self) {
-                owner = o
-                acked = a
+        let n = validated.count
+        var seqs: [Int64] = [], types: [String] = [], keys: [String] = [], times: [Int64] = [], payloads: [String] = [], binary: [Bool] = []
+        seqs.reserveCapacity(n); types.reserveCapacity(n); keys.reserveCapacity(n)
+        times.reserveCapacity(n); payloads.reserveCapacity(n); binary.reserveCapacity(n)
+        var feedEvent: [Int64] = [], feedTypes: [String] = [], feedPayloads: [String] = []
+        var readEvent: [Int64] = [], readIDs: [String] = [], readFlags: [Bool] = []
+        var removedEvent: [Int64] = [], removedIDs: [String] = []
+        for event in validated {
+            let seq = Int64(event.wire.seq)
+            seqs.append(seq)
+            types.append(event.wire.type)
+            keys.append(event.wire.key ?? "")
+            times.append(event.wire.time)
+            payloads.append(event.wire.payload ?? event.wire.payloadBase64 ?? "")
+            binary.append(event.wire.payload == nil)
+            for change in event.feedChanges {
+                // Listings enter the feed through publish only; an up effect never carries one.
+                guard change.listings.isEmpty else { throw APIError(status: 500, code: "internal", message: "a device event with a listing effect") }
+                feedEvent.append(seq)
+                feedTypes.append(change.type)
+                feedPayloads.append(change.payload)
+                for (id, flag) in change.reads {
+                    readEvent.append(seq)
+                    readIDs.append(id)
+                    readFlags.append(flag)
+                }
+                for id in change.removed {
+                    removedEvent.append(seq)
+                    removedIDs.append(id)
+                }
             }
-            guard owner == user else { throw APIError.forbidden("ledger \(request.ledger) belongs to another user") }
-            guard request.after <= UInt64(acked) else {
-                throw APIError(status: 409, code: "gap", message: "the batch starts after \(request.after) but the server holds this ledger only through \(acked)", acked: UInt64(acked))
-            }
-            let fresh = validated.filter { $0.wire.seq > UInt64(acked) }
-            if !fresh.isEmpty {
-                let seqs = fresh.map { Int64($0.wire.seq) }, types = fresh.map(\.wire.type)
-                let keys = fresh.map { $0.wire.key ?? "" }, times = fresh.map(\.wire.time)
-                let payloads = fresh.map { $0.wire.payload ?? $0.wire.payloadBase64 ?? "" }
-                let binary = fresh.map { $0.wire.payload == nil }
-                var inserted = 0
-                for try await _ in try await c.query("""
-                    INSERT INTO device_events (ledger_id, seq, user_id, type, key, time_micros, payload, payload_is_base64)
-                    SELECT \(request.ledger), s, \(user), t, NULLIF(k, ''), tm, p, b
-                    FROM unnest(\(seqs)::int8[], \(types)::text[], \(keys)::text[], \(times)::int8[], \(payloads)::text[], \(binary)::bool[]) AS u(s, t, k, tm, p, b)
-                    ON CONFLICT DO NOTHING RETURNING seq
-                    """, logger: logger).decode(Int64.self) { inserted += 1 }
-                // The ledger's row lock serialises its batches, so every event above `acked` is new.
-                guard inserted == fresh.count else { throw APIError(status: 500, code: "internal", message: "device_events above acked already present") }
-                let changes = fresh.flatMap(\.feedChanges)
-                try await appendToFeed(user: user, origin: request.ledger, changes: changes, on: c)
-            }
-            let newAcked = max(UInt64(acked), request.through)
-            try await c.query("UPDATE ledgers SET acked = \(Int64(newAcked)) WHERE ledger_id = \(request.ledger)", logger: logger)
-            return SyncWire.UpResponse(user: user, ledger: request.ledger, acked: newAcked, applied: fresh.count,
-                                       duplicates: validated.count - fresh.count)
         }
+        var acked: Int64 = -1, applied: Int64 = 0
+        do {
+            let rows = try await client.query("""
+                SELECT out_acked, out_applied FROM ledger_up(\(request.ledger), \(user), \(Int64(request.after)), \(Int64(request.through)),
+                    \(seqs)::int8[], \(types)::text[], \(keys)::text[], \(times)::int8[], \(payloads)::text[], \(binary)::bool[],
+                    \(feedEvent)::int8[], \(feedTypes)::text[], \(feedPayloads)::text[],
+                    \(readEvent)::int8[], \(readIDs)::text[], \(readFlags)::bool[], \(removedEvent)::int8[], \(removedIDs)::text[])
+                """, logger: logger)
+            for try await (a, n) in rows.decode((Int64, Int64).self) {
+                acked = a
+                applied = n
+            }
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "LG403" {
+            throw APIError.forbidden(error.serverInfo?[.message] ?? "ledger \(request.ledger) belongs to another user")
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "LG409" {
+            throw APIError(status: 409, code: "gap", message: error.serverInfo?[.message] ?? "gap",
+                           acked: error.serverInfo?[.detail].flatMap { UInt64($0) })
+        }
+        guard acked >= Int64(request.through) else { throw APIError(status: 500, code: "internal", message: "ledger_up answered no acknowledgement") }
+        return SyncWire.UpResponse(user: user, ledger: request.ledger, acked: UInt64(acked), applied: Int(applied),
+                                   duplicates: validated.count - Int(applied))
     }
 
     /// Appends `changes` to the user's feed (dense numbers under the user row's lock), applies
