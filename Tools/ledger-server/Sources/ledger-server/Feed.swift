@@ -4,9 +4,10 @@ import PostgresNIO
 import ServiceLifecycle
 import Synchronization
 
-/// Wakes long polls when a user's feed moves, whichever server process wrote it: every feed
-/// append runs `pg_notify('ledger_feed', user)` in its transaction; each process LISTENs on one
-/// connection. A poll also re-reads every second, so a lost notification only delays it.
+/// Wakes long polls when a user's feed moves, whichever server process wrote it: a publish runs
+/// `pg_notify('ledger_feed', user)` in its transaction, a device batch right after its commit
+/// (`announce`); each process LISTENs on one connection. A poll also re-reads every second, so a
+/// lost notification only delays it.
 final class FeedNotifier: Service, Sendable {
     struct Waiter: Sendable {
         var user: String
@@ -17,6 +18,8 @@ final class FeedNotifier: Service, Sendable {
     let client: PostgresClient
     let logger: Logger
     let waiters = Mutex<(next: Int, all: [Int: Waiter])>((0, [:]))
+    /// Users whose feed moved and who are not yet announced, and whether a flush is under way.
+    let pending = Mutex<(users: Set<String>, flushing: Bool)>(([], false))
 
     init(client: PostgresClient, logger: Logger) {
         self.client = client
@@ -38,6 +41,38 @@ final class FeedNotifier: Service, Sendable {
                     self.logger.warning("LISTEN connection lost, reconnecting: \(error)")
                     try await Task.sleep(for: .milliseconds(500))  // a pause before reconnecting
                 }
+            }
+        }
+    }
+
+    /// `NOTIFY ledger_feed` for `user`, after the transaction that moved the feed has committed
+    /// (`POST /v1/up`: a NOTIFY inside the transaction would hold PostgreSQL's notify lock through
+    /// the commit's WAL flush and serialise all commits). Coalesced: one statement notifies every
+    /// user that moved since the last one. A notification lost here (the process dies first)
+    /// only delays a long poll by its one-second re-read.
+    func announce(_ user: String) {
+        let start = pending.withLock { p -> Bool in
+            p.users.insert(user)
+            if p.flushing { return false }
+            p.flushing = true
+            return true
+        }
+        if start { Task { await self.flush() } }
+    }
+
+    private func flush() async {
+        while true {
+            let users: [String] = pending.withLock { p in
+                let users = Array(p.users)
+                p.users = []
+                if users.isEmpty { p.flushing = false }
+                return users
+            }
+            if users.isEmpty { return }
+            do {
+                for try await _ in try await client.query("SELECT pg_notify('ledger_feed', u) FROM unnest(\(users)::text[]) AS u", logger: logger) {}
+            } catch {
+                logger.warning("NOTIFY for \(users.count) users failed (their long polls re-read within a second): \(error)")
             }
         }
     }

@@ -31,7 +31,9 @@ struct API: Sendable {
         let claims = try authenticate(request, scope: .device)
         let body: SyncWire.UpRequest = try await decodeBody(request, context)
         let validated = try validate(body)
-        return try Self.json(try await store.up(user: claims.sub, request: body, validated: validated))
+        let (answer, feedEntries) = try await store.up(user: claims.sub, request: body, validated: validated)
+        if feedEntries > 0 { notifier.announce(claims.sub) }  // after the commit: the long polls re-read
+        return try Self.json(answer)
     }
 
     func down(_ request: Request, _ context: BasicRequestContext) async throws -> Response {

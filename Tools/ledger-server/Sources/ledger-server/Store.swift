@@ -45,7 +45,10 @@ enum Migrations {
         // commit instead of nine (docs/sync.md, "Performance"). Called outside any explicit
         // transaction, the function runs in the statement's own transaction: the deduplication
         // record and the effect commit together, and a refusal (RAISE) rolls everything back —
-        // including the `updated_at` touch — so nothing is written on a 4xx.
+        // including the `updated_at` touch — so nothing is written on a 4xx. It does not NOTIFY: a
+        // transaction that notifies holds a database-wide lock through its commit's WAL flush, which
+        // serialised every batch's commit (no group commit); the server notifies after the commit
+        // instead (FeedNotifier.announce).
         (2, [
             """
             CREATE FUNCTION ledger_up(p_ledger text, p_user text, p_after bigint, p_through bigint,
@@ -53,7 +56,7 @@ enum Migrations {
                 f_event bigint[], f_type text[], f_payload text[],
                 r_event bigint[], r_id text[], r_read boolean[],
                 x_event bigint[], x_id text[])
-            RETURNS TABLE (out_acked bigint, out_applied bigint) LANGUAGE plpgsql AS $fn$
+            RETURNS TABLE (out_acked bigint, out_applied bigint, out_changes bigint) LANGUAGE plpgsql AS $fn$
             DECLARE
                 v_owner text; v_acked bigint; v_applied bigint; v_changes bigint; v_head bigint;
             BEGIN
@@ -89,10 +92,9 @@ enum Migrations {
                     INSERT INTO messages (user_id, message_id, removed)
                     SELECT DISTINCT p_user, i, true FROM unnest(x_event, x_id) AS x(s, i) WHERE s > v_acked
                     ON CONFLICT (user_id, message_id) DO UPDATE SET removed = true;
-                    PERFORM pg_notify('ledger_feed', p_user);
                 END IF;
                 UPDATE ledgers SET acked = greatest(acked, p_through) WHERE ledger_id = p_ledger RETURNING acked INTO v_acked;
-                RETURN QUERY SELECT v_acked, v_applied;
+                RETURN QUERY SELECT v_acked, v_applied, coalesce(v_changes, 0);
             END
             $fn$
             """,
@@ -127,7 +129,8 @@ struct Store: Sendable {
     /// `ledger_up` (migration 2), which filters by the locked `acked` itself. The columns carry
     /// every event and every effect tagged with its event's sequence; only those above `acked`
     /// are written.
-    func up(user: String, request: SyncWire.UpRequest, validated: [ValidatedEvent]) async throws -> SyncWire.UpResponse {
+    /// Answers the response and the number of feed entries the batch appended (to announce).
+    func up(user: String, request: SyncWire.UpRequest, validated: [ValidatedEvent]) async throws -> (SyncWire.UpResponse, feedEntries: Int64) {
         let n = validated.count
         var seqs: [Int64] = [], types: [String] = [], keys: [String] = [], times: [Int64] = [], payloads: [String] = [], binary: [Bool] = []
         seqs.reserveCapacity(n); types.reserveCapacity(n); keys.reserveCapacity(n)
@@ -160,17 +163,18 @@ struct Store: Sendable {
                 }
             }
         }
-        var acked: Int64 = -1, applied: Int64 = 0
+        var acked: Int64 = -1, applied: Int64 = 0, entries: Int64 = 0
         do {
             let rows = try await client.query("""
-                SELECT out_acked, out_applied FROM ledger_up(\(request.ledger), \(user), \(Int64(request.after)), \(Int64(request.through)),
+                SELECT out_acked, out_applied, out_changes FROM ledger_up(\(request.ledger), \(user), \(Int64(request.after)), \(Int64(request.through)),
                     \(seqs)::int8[], \(types)::text[], \(keys)::text[], \(times)::int8[], \(payloads)::text[], \(binary)::bool[],
                     \(feedEvent)::int8[], \(feedTypes)::text[], \(feedPayloads)::text[],
                     \(readEvent)::int8[], \(readIDs)::text[], \(readFlags)::bool[], \(removedEvent)::int8[], \(removedIDs)::text[])
                 """, logger: logger)
-            for try await (a, n) in rows.decode((Int64, Int64).self) {
+            for try await (a, n, f) in rows.decode((Int64, Int64, Int64).self) {
                 acked = a
                 applied = n
+                entries = f
             }
         } catch let error as PSQLError where error.serverInfo?[.sqlState] == "LG403" {
             throw APIError.forbidden(error.serverInfo?[.message] ?? "ledger \(request.ledger) belongs to another user")
@@ -179,8 +183,8 @@ struct Store: Sendable {
                            acked: error.serverInfo?[.detail].flatMap { UInt64($0) })
         }
         guard acked >= Int64(request.through) else { throw APIError(status: 500, code: "internal", message: "ledger_up answered no acknowledgement") }
-        return SyncWire.UpResponse(user: user, ledger: request.ledger, acked: UInt64(acked), applied: Int(applied),
-                                   duplicates: validated.count - Int(applied))
+        return (SyncWire.UpResponse(user: user, ledger: request.ledger, acked: UInt64(acked), applied: Int(applied),
+                                    duplicates: validated.count - Int(applied)), entries)
     }
 
     /// Appends `changes` to the user's feed (dense numbers under the user row's lock), applies
