@@ -15,8 +15,8 @@ demo-sync:
 	bash scripts/demo-sync.sh
 
 # The sync server's tests with a real PostgreSQL and real processes (docs/sync.md, "Tests"),
-# and its benchmark (docs/sync.md, "Performance"). Not part of `make test`: the server package's
-# first build (Hummingbird, postgres-nio, swift-crypto) is several minutes on 2 cores.
+# the second half of `make test`, and its benchmark (docs/sync.md, "Performance"). The server
+# package's first build (Hummingbird, postgres-nio, swift-crypto) takes about 7 minutes on 2 cores.
 .PHONY: test-sync bench-sync
 test-sync: setup
 	bash scripts/sync-test.sh
@@ -27,8 +27,10 @@ bench-sync: setup
 build: setup
 	swift build --build-tests
 
+# The whole suite: the root package's tests, then the sync server's (Tools/ledger-server).
 test: build
 	swift test --skip-build --disable-xctest
+	bash scripts/sync-test.sh
 
 benchmark: setup
 	swift package --allow-writing-to-package-directory benchmark
