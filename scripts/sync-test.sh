@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sync server's tests (docs/sync.md, "Tests"), the second half of `make test`: builds
+# The sync server's tests (docs/sync.md, "Tests"), the last part of `make test`: builds
 # Tools/ledger-server (a package of its own: Hummingbird, postgres-nio) and runs its tests, which
 # start private PostgreSQL clusters and real server and device processes. PostgreSQL comes from
 # scripts/setup.sh; where it could not be installed the tests are skipped, and this says so.
