@@ -17,11 +17,7 @@ extension Ledger {
     /// upgrade at once), calling `beforeCommit` inside the transaction just before it commits:
     /// the crash tests kill the process there.
     @_spi(Testing) public static func upgradeFormat(path: String, beforeCommit: () -> Void) throws {
-        var configuration = EnvironmentConfiguration()
-        configuration.databases = Dictionary(uniqueKeysWithValues: Schema.allNames.map { ($0, DatabaseFlags()) })
-        let environment = try Environment.open(directory: path, configuration: configuration)
-        let schema = try Schema(environment)
-        try environment.write { txn in
+        try LedgerStore.withUnopenedStore(path: path) { schema, txn in
             try upgradeFormat(schema, in: txn)
             beforeCommit()
         }

@@ -95,12 +95,9 @@ public struct LedgerStatistics: Sendable, Hashable {
 extension Ledger {
     /// Counts, sizes and reader slots, read in one short transaction.
     public func statistics() throws(LedgerError) -> LedgerStatistics {
-        let info: EnvironmentInfo
+        let info = try store.info()
         let readers: [ReaderSlot]
-        do {
-            info = try environment.info()
-            readers = try environment.readers()
-        } catch {
+        do { readers = try store.readers() } catch {
             throw LedgerError.from(error, path: path, operation: "read environment info")
         }
         return try read("read statistics") { txn in
@@ -132,8 +129,6 @@ extension Ledger {
     /// Clears reader slots left behind by processes that died; returns how many.
     @discardableResult
     public func clearStaleReaders() throws(LedgerError) -> Int {
-        do { return try environment.clearStaleReaders() } catch {
-            throw LedgerError.from(error, path: path, operation: "check readers")
-        }
+        try store.clearStaleReaders()
     }
 }

@@ -238,20 +238,19 @@ extension Ledger {
     /// returning each request's outcome. A request that fails its checks (idempotency conflict,
     /// consumer conflict) fails alone.
     func commit(_ batch: [CommitRequest]) -> [Result<AppendReceipt, LedgerError>] {
-        let durability = batch.map(\.durability.lmdb).reduce(Durability.none) { $0.strongest($1) }
+        // The strongest durability any request of the group asked for.
+        let durability = batch.map(\.durability).reduce(LedgerDurability.none) { $0.atLeast($1) }
         let outcomes: [Result<AppendReceipt, LedgerError>]
         do {
             // The leader's own write timeout applies to the whole group.
-            outcomes = try environment.write(timeoutMilliseconds: Ledger.milliseconds(options.writeTimeout), durability: durability) { txn in
-                try write(batch, in: txn)
-            }
+            outcomes = try store.write("append", durability: durability) { txn in try write(batch, in: txn) }
         } catch {
-            outcomes = Array(repeating: .failure(writeError(error, operation: "append")), count: batch.count)
+            outcomes = Array(repeating: .failure(error), count: batch.count)
         }
         changeMonitor.poke()
         // Slots left by killed readers would pin pages and fill the table: clear them now and then.
         // Best effort: the commit is done; a failed check is retried at the next interval.
-        if commitQueue.readerCheckDue() { _ = try? environment.clearStaleReaders() }
+        if commitQueue.readerCheckDue() { _ = try? store.clearStaleReaders() }
         return outcomes
     }
 

@@ -91,8 +91,7 @@ extension Ledger {
     /// if !report.isHealthy { report.findings.forEach { print($0) } }
     /// ```
     public func verify() throws(LedgerError) -> VerificationReport {
-        let walk: PageWalkReport
-        do { walk = try environment.walkPages() } catch { throw LedgerError.from(error, path: path, operation: "walk pages") }
+        let walk = try store.walkPages()
         guard walk.isHealthy else {
             // Reading damaged pages through LMDB's map can abort the process: stop here.
             return VerificationReport(eventsChecked: 0, firstSequence: 0, headSequence: 0, snapshotsChecked: 0,
@@ -101,7 +100,7 @@ extension Ledger {
         var report = try read("verify") { txn in try verify(in: txn) }
         // Reader table (outside LMDB's transactions; a failure to read it is itself reported).
         do {
-            let dead = try environment.readers().map(\.pid).filter { !processIsAlive($0) }
+            let dead = try store.readers().map(\.pid).filter { !processIsAlive($0) }
             if !dead.isEmpty { report.warnings.append(.staleReaders(pids: Array(Set(dead)).sorted())) }
         } catch {
             report.findings.append(.unreadableReaderTable(reason: error.message))
