@@ -24,9 +24,8 @@ extension Ledger {
     }
 
     static func upgradeFormat(_ schema: Schema, in txn: Transaction) throws {
-        guard let bytes = try txn.get(schema.meta, key: Schema.MetaKey.format), bytes.count == 4 else { return }
-        var r = ByteReader(bytes)
-        guard let stored = r.u32le(), stored < Schema.formatVersion else { return }
+        let meta = schema.metaRecord(txn)
+        guard let stored = try meta.get(Meta.format), stored < Schema.formatVersion else { return }
         let rows = try txn.withCursor(schema.counters) { cursor in
             var rows: [Entry] = []
             var entry = try cursor.first()
@@ -36,10 +35,8 @@ extension Ledger {
             }
             return rows
         }
-        for row in rows { try txn.put(schema.meta, key: EventCounts.metaPrefix + row.key, value: row.value) }
+        for row in rows { try txn.put(schema.meta, key: Meta.countPrefix + row.key, value: row.value) }
         try txn.removeAll(schema.counters)
-        var w = ByteWriter(capacity: 4)
-        w.u32le(Schema.formatVersion)
-        try txn.put(schema.meta, key: Schema.MetaKey.format, value: w.bytes)
+        try meta.put(Meta.format, Schema.formatVersion)
     }
 }

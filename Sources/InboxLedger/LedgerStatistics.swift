@@ -116,7 +116,7 @@ extension Ledger {
                 logPages: try txn.statistics(schema.events).totalPages,
                 totalPages: info.lastPageNumber + 1,
                 snapshots: try snapshotHeaders(in: txn),
-                lastCompaction: try txn.get(schema.meta, key: Schema.MetaKey.lastCompaction).flatMap(CompactionRecord.decode).map {
+                lastCompaction: try schema.metaRecord(txn).get(Meta.lastCompaction).map {
                     LedgerStatistics.CompactionSummary(
                         finishedAt: Timestamp(micros: $0.at), snapshotSequence: $0.snapshot, trimmedThrough: $0.trimmedThrough,
                         eventsTrimmed: Int($0.eventsTrimmed), seconds: Double($0.micros) / 1_000_000)

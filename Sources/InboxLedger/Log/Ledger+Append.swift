@@ -318,8 +318,9 @@ extension Ledger {
         // A commit that appended nothing (a consumer's cursor move, a heartbeat, only retries)
         // leaves `meta` alone: one page fewer to write and sync. The head and the counters
         // share `meta`'s leaf: an append dirties one page for both.
-        if head != startHead { try txn.writeUInt64(schema.meta, Schema.MetaKey.head, head) }
-        try counts.apply(to: schema.meta, in: txn)
+        let meta = schema.metaRecord(txn)
+        if head != startHead { try meta.put(Meta.head, head) }
+        try counts.apply(to: meta)
         return outcomes
     }
 

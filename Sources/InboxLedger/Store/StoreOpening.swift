@@ -106,7 +106,7 @@ extension LedgerStore {
                     : .foreign("an empty LMDB environment with \(transactions) committed transaction(s) that this library did not create (its creation commits the ledger's tables in its first transaction)")
             }
             return try environment.read { txn -> Unidentified in
-                if environment.hasDatabase(Schema.metaName), try txn.get(environment.database(Schema.metaName), key: Schema.MetaKey.format) != nil {
+                if environment.hasDatabase(Schema.metaName), try MetaRecord(txn: txn, table: environment.database(Schema.metaName)).contains(Meta.format) {
                     return .ledger
                 }
                 for name in names.sorted() {
@@ -209,25 +209,7 @@ extension LedgerStore {
     static func readMetadata(_ environment: Environment, path: String) throws(LedgerError) -> LedgerMetadata? {
         do {
             let meta = try environment.database(Schema.metaName)
-            return try environment.read { txn -> LedgerMetadata? in
-                guard let formatBytes = try txn.get(meta, key: Schema.MetaKey.format) else { return nil }
-                var r = ByteReader(formatBytes)
-                guard formatBytes.count == 4, let format = r.u32le() else {
-                    throw LedgerError.notALedger(path: path, reason: "unreadable format version")
-                }
-                let id = try txn.get(meta, key: Schema.MetaKey.ledgerID).flatMap { String(utf8: $0) } ?? ""
-                let created = try txn.readUInt64(meta, Schema.MetaKey.createdAt) ?? 0
-                var floor = LedgerDurability.singleSync
-                if let stored = try txn.get(meta, key: Schema.MetaKey.durabilityFloor) {
-                    guard stored.count == 1, let value = LedgerDurability(storedByte: stored[0]) else {
-                        throw LedgerError.corruptStore(path: path, reason: "unreadable durability floor in the ledger metadata")
-                    }
-                    floor = value
-                }
-                let projections = try ProjectionRules.decodeStored(txn.get(meta, key: Schema.MetaKey.projectionVersion), path: path) ?? 1
-                return LedgerMetadata(formatVersion: format, ledgerID: id, createdAtMicros: Int64(bitPattern: created),
-                                      durabilityFloor: floor, projectionVersion: projections)
-            }
+            return try environment.read { txn -> LedgerMetadata? in try MetaRecord(txn: txn, table: meta).metadata(path: path) }
         } catch {
             throw LedgerError.from(error, path: path, operation: "read metadata")
         }
@@ -239,21 +221,15 @@ extension LedgerStore {
             let meta = try environment.database(Schema.metaName)
             let events = try environment.database(Schema.eventsName)
             try environment.write { txn in
-                if try txn.get(meta, key: Schema.MetaKey.format) != nil { return }
+                let record = MetaRecord(txn: txn, table: meta)
+                if try record.contains(Meta.format) { return }
                 // Metadata missing beside recorded events: a damaged ledger, not a new one.
                 guard try txn.statistics(events).entries == 0 else {
                     throw LedgerError.notALedger(path: path, reason: "ledger metadata is missing but the log holds events")
                 }
-                var w = ByteWriter(capacity: 4)
-                w.u32le(Schema.formatVersion)
-                try txn.put(meta, key: Schema.MetaKey.format, value: w.bytes)
-                try txn.put(meta, key: Schema.MetaKey.ledgerID, value: Array(randomUUIDString().utf8))
-                try txn.writeUInt64(meta, Schema.MetaKey.createdAt, UInt64(bitPattern: clock.now().micros))
-                try txn.writeUInt64(meta, Schema.MetaKey.head, 0)
-                try txn.put(meta, key: Schema.MetaKey.durabilityFloor, value: [durabilityFloor.storedByte])
-                var rules = ByteWriter(capacity: 4)
-                rules.u32le(ProjectionRules.version)
-                try txn.put(meta, key: Schema.MetaKey.projectionVersion, value: rules.bytes)
+                try record.create(LedgerMetadata(formatVersion: Schema.formatVersion, ledgerID: randomUUIDString(),
+                                                 createdAtMicros: clock.now().micros, durabilityFloor: durabilityFloor,
+                                                 projectionVersion: ProjectionRules.version))
             }
         } catch {
             throw LedgerError.from(error, path: path, operation: "create ledger")
