@@ -26,14 +26,10 @@ extension Ledger {
     static func upgradeFormat(_ schema: Schema, in txn: Transaction) throws {
         let meta = schema.metaRecord(txn)
         guard let stored = try meta.get(Meta.format), stored < Schema.formatVersion else { return }
-        let rows = try txn.withCursor(schema.counters) { cursor in
-            var rows: [Entry] = []
-            var entry = try cursor.first()
-            while let e = entry {
-                rows.append(e)
-                entry = try cursor.next()
-            }
-            return rows
+        var rows: [Entry] = []
+        try txn.forEachEntry(schema.counters) { e in
+            rows.append(e)
+            return .next
         }
         for row in rows { try txn.put(schema.meta, key: Meta.countPrefix + row.key, value: row.value) }
         try txn.removeAll(schema.counters)

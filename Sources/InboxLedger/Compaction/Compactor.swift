@@ -277,17 +277,14 @@ public final class Compactor: Sendable {
                 let first = try ledger.firstSequence(in: txn)
                 var doomed: [[UInt8]] = []
                 var next: [UInt8]?
-                try txn.withCursor(ledger.schema.keys) { cursor in
-                    var entry = position.isEmpty ? try cursor.first() : try cursor.seek(atLeast: position)
-                    var examined = 0
-                    while let e = entry {
-                        if examined == max(1, policy.chunkSize) * 4 { next = e.key; break }
-                        examined += 1
-                        if let record = KeyRecord.decode(e.value), record.sequence < first, record.time < cutoff {
-                            doomed.append(e.key)
-                        }
-                        entry = try cursor.next()
+                var examined = 0
+                try txn.forEachEntry(ledger.schema.keys, from: position) { e in
+                    if examined == max(1, policy.chunkSize) * 4 { next = e.key; return .stop }
+                    examined += 1
+                    if let record = KeyRecord.decode(e.value), record.sequence < first, record.time < cutoff {
+                        doomed.append(e.key)
                     }
+                    return .next
                 }
                 for key in doomed { try txn.delete(ledger.schema.keys, key: key) }
                 return (doomed.count, next)

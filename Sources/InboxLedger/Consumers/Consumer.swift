@@ -142,21 +142,18 @@ extension Ledger {
 
     func consumers(in txn: Transaction) throws -> [ConsumerInfo] {
         let head = try headSequence(in: txn)
-        return try txn.withCursor(schema.consumers) { cursor in
-            var infos: [ConsumerInfo] = []
-            var entry = try cursor.first()
-            while let e = entry {
-                let name = String(decoding: e.key, as: UTF8.self)
-                guard let record = ConsumerRecord.decode(e.value) else {
-                    throw LedgerError.corruptStore(path: path, reason: "consumer '\(name)' has a malformed record")
-                }
-                infos.append(ConsumerInfo(
-                    name: name, cursor: record.cursor, lag: head > record.cursor ? head - record.cursor : 0,
-                    lastSeen: Timestamp(micros: record.lastSeen), createdAt: Timestamp(micros: record.createdAt)))
-                entry = try cursor.next()
+        var infos: [ConsumerInfo] = []
+        try txn.forEachEntry(schema.consumers) { e in
+            let name = String(decoding: e.key, as: UTF8.self)
+            guard let record = ConsumerRecord.decode(e.value) else {
+                throw LedgerError.corruptStore(path: path, reason: "consumer '\(name)' has a malformed record")
             }
-            return infos
+            infos.append(ConsumerInfo(
+                name: name, cursor: record.cursor, lag: head > record.cursor ? head - record.cursor : 0,
+                lastSeen: Timestamp(micros: record.lastSeen), createdAt: Timestamp(micros: record.createdAt)))
+            return .next
         }
+        return infos
     }
 
     /// Removes a consumer; returns whether it existed.

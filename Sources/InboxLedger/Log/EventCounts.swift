@@ -41,19 +41,13 @@ struct EventCounts {
             if name.starts(with: "t:".utf8) { byType[text, default: 0] += count }
             if name.starts(with: "o:".utf8) { byRole[text, default: 0] += count }
         }
-        try txn.withCursor(meta) { cursor in
-            var entry = try cursor.seek(atLeast: Meta.countPrefix)
-            while let e = entry, e.key.starts(with: Meta.countPrefix) {
-                add(e.key[Meta.countPrefix.count...], e.value)
-                entry = try cursor.next()
-            }
+        try txn.forEachEntry(meta, from: Meta.countPrefix, prefix: Meta.countPrefix) { e in
+            add(e.key[Meta.countPrefix.count...], e.value)
+            return .next
         }
-        try txn.withCursor(legacy) { cursor in
-            var entry = try cursor.first()
-            while let e = entry {
-                add(e.key[...], e.value)
-                entry = try cursor.next()
-            }
+        try txn.forEachEntry(legacy) { e in
+            add(e.key[...], e.value)
+            return .next
         }
         return (byType, byRole)
     }

@@ -128,26 +128,23 @@ extension Ledger {
         var checked = 0
         var expected = first
         var last: UInt64 = first > 0 ? first - 1 : 0
-        try txn.withCursor(schema.events) { cursor in
-            var entry = try cursor.first()
-            while let e = entry {
-                entry = try cursor.next()  // entries are copies: step first, then judge `e`
-                guard let seq = SequenceKey.decode(e.key) else {
-                    findings.append(.corruptRecord(sequence: 0, reason: "a key of \(e.key.count) bytes is not a sequence"))
-                    continue
-                }
-                if seq > head {
-                    findings.append(.headMismatch(recorded: head, lastRecord: seq))
-                    continue
-                }
-                if seq > expected { findings.append(.missingSequences(from: expected, through: seq - 1)) }
-                if case .failure(let error) = EventRecord.decode(e.value, sequence: seq) {
-                    findings.append(.corruptRecord(sequence: seq, reason: error.description))
-                }
-                expected = seq + 1
-                last = seq
-                checked += 1
+        try txn.forEachEntry(schema.events) { e in
+            guard let seq = SequenceKey.decode(e.key) else {
+                findings.append(.corruptRecord(sequence: 0, reason: "a key of \(e.key.count) bytes is not a sequence"))
+                return .next
             }
+            if seq > head {
+                findings.append(.headMismatch(recorded: head, lastRecord: seq))
+                return .next
+            }
+            if seq > expected { findings.append(.missingSequences(from: expected, through: seq - 1)) }
+            if case .failure(let error) = EventRecord.decode(e.value, sequence: seq) {
+                findings.append(.corruptRecord(sequence: seq, reason: error.description))
+            }
+            expected = seq + 1
+            last = seq
+            checked += 1
+            return .next
         }
         if last != head && !(checked == 0 && first == head + 1) {
             findings.append(.headMismatch(recorded: head, lastRecord: last))

@@ -79,24 +79,21 @@ extension Ledger {
         }
         let projector = try Projector(store: store)
         let boundaries = try builtInBoundaries(in: txn)
-        try txn.withCursor(schema.events) { cursor in
-            var entry = after == 0 ? try cursor.first() : try cursor.seek(atLeast: SequenceKey.encode(after + 1))
-            while let e = entry {
-                guard let seq = SequenceKey.decode(e.key) else {
-                    throw LedgerError.corruptStore(path: path, reason: "malformed event key")
-                }
-                let event = try decode(e.value, sequence: seq)
-                let domain: DomainEvent
-                do { domain = try boundaries.domainEvent(type: event.type, payload: event.payload, sequence: seq) } catch {
-                    // A stored built-in event was validated when appended (events an older
-                    // library stored under a name that is built-in now are custom events by the
-                    // ledger's `builtin-since` record): one that no longer validates is damage
-                    // (or a rule changed), and the rebuild would be wrong.
-                    throw LedgerError.corruptRecord(sequence: seq, reason: "stored \(event.type) event no longer validates: \(error)")
-                }
-                _ = try projector.apply(event, domain)
-                entry = try cursor.next()
+        try txn.forEachEntry(schema.events, from: after == 0 ? [] : SequenceKey.encode(after + 1)) { e in
+            guard let seq = SequenceKey.decode(e.key) else {
+                throw LedgerError.corruptStore(path: path, reason: "malformed event key")
             }
+            let event = try decode(e.value, sequence: seq)
+            let domain: DomainEvent
+            do { domain = try boundaries.domainEvent(type: event.type, payload: event.payload, sequence: seq) } catch {
+                // A stored built-in event was validated when appended (events an older
+                // library stored under a name that is built-in now are custom events by the
+                // ledger's `builtin-since` record): one that no longer validates is damage
+                // (or a rule changed), and the rebuild would be wrong.
+                throw LedgerError.corruptRecord(sequence: seq, reason: "stored \(event.type) event no longer validates: \(error)")
+            }
+            _ = try projector.apply(event, domain)
+            return .next
         }
         try projector.finish()
     }
