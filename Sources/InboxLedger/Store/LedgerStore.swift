@@ -1,4 +1,5 @@
 import LMDB
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -36,6 +37,7 @@ final class LedgerStore: Sendable {
     private let writeTimeout: Double
     private let writeTimeoutMilliseconds: Int
     private let environment: Environment
+    private let readsBegun = Atomic<Int>(0)
 
     /// Opens the store of the ledger in `path` (``Ledger/init(path:options:)`` says what is
     /// checked and created).
@@ -90,12 +92,17 @@ final class LedgerStore: Sendable {
 
     /// Runs `body` in one short read transaction, mapping errors.
     func read<T>(_ operation: String, _ body: (Transaction) throws -> T) throws(LedgerError) -> T {
+        readsBegun.add(1, ordering: .relaxed)
         do {
             return try environment.read(body)
         } catch {
             throw LedgerError.from(error, path: path, operation: operation)
         }
     }
+
+    /// How many read transactions this handle has run: reads meant to agree must share one
+    /// (the tests check it).
+    var readTransactions: Int { readsBegun.load(ordering: .relaxed) }
 
     /// Runs `body` in one write transaction (on this thread), if this handle may write,
     /// committed with the handle's durability or with `requested` raised to the ledger's floor,
