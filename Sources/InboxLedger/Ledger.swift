@@ -61,7 +61,7 @@ public final class Ledger: Sendable {
         self.options = options
         self.origin = Origin(role: options.role)
 
-        let store = try LedgerStore.open(path: path, options: options)
+        let store = try LedgerStore.open(path: path, options: options, projectionRules: ProjectionRules.version)
         self.store = store
         self.metadata = store.metadata
         self.durability = store.durability

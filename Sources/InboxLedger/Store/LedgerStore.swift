@@ -41,7 +41,9 @@ final class LedgerStore: Sendable {
 
     /// Opens the store of the ledger in `path` (``Ledger/init(path:options:)`` says what is
     /// checked and created).
-    static func open(path: String, options: LedgerOptions) throws(LedgerError) -> LedgerStore {
+    /// `projectionRules` is the version of the projection rules this library applies: a ledger
+    /// whose projections a newer version built may be read, not written.
+    static func open(path: String, options: LedgerOptions, projectionRules: UInt32) throws(LedgerError) -> LedgerStore {
         let creating = try preflight(path: path, options: options)
         var config = EnvironmentConfiguration()
         config.readOnly = options.readOnly
@@ -55,15 +57,15 @@ final class LedgerStore: Sendable {
         config.createDatabases = creating
 
         let environment = try openEnvironment(path: path, configuration: config, options: options)
-        let metadata = try establish(environment, path: path, configuration: config, options: options)
+        let metadata = try establish(environment, path: path, configuration: config, options: options, projectionRules: projectionRules)
         let schema: Schema
         do { schema = try Schema(environment) } catch {
             throw .notALedger(path: path, reason: "missing table '\(Schema.allNames.first { !environment.hasDatabase($0) } ?? "?")'")
         }
-        return LedgerStore(path: path, environment: environment, schema: schema, stored: metadata, options: options)
+        return LedgerStore(path: path, environment: environment, schema: schema, stored: metadata, options: options, projectionRules: projectionRules)
     }
 
-    private init(path: String, environment: Environment, schema: Schema, stored: LedgerMetadata, options: LedgerOptions) {
+    private init(path: String, environment: Environment, schema: Schema, stored: LedgerMetadata, options: LedgerOptions, projectionRules: UInt32) {
         self.path = path
         self.environment = environment
         self.schema = schema
@@ -71,13 +73,13 @@ final class LedgerStore: Sendable {
         var opened = stored
         if options.readOnly {
             writeRefusal = .readOnly(path: path)
-        } else if stored.projectionVersion > ProjectionRules.version {
-            writeRefusal = .newerProjections(path: path, found: stored.projectionVersion, supported: ProjectionRules.version)
+        } else if stored.projectionVersion > projectionRules {
+            writeRefusal = .newerProjections(path: path, found: stored.projectionVersion, supported: projectionRules)
         } else {
             writeRefusal = nil
             // Upgraded and rebuilt by the opening, before the handle is returned (or the opening fails).
             opened.formatVersion = Schema.formatVersion
-            opened.projectionVersion = ProjectionRules.version
+            opened.projectionVersion = projectionRules
         }
         self.metadata = opened
         self.durability = options.durability.atLeast(stored.durabilityFloor)
@@ -91,6 +93,11 @@ final class LedgerStore: Sendable {
     }
 
     /// Runs `body` in one short read transaction, mapping errors.
+    ///
+    /// Never inlined (nor ``write(_:durability:_:)``): inlined into their callers, the Swift 6
+    /// optimizer's copy propagation fails an ownership check on the private environment's borrow
+    /// (a compiler crash in release builds); one call per transaction costs nothing measurable.
+    @inline(never)
     func read<T>(_ operation: String, _ body: (Transaction) throws -> T) throws(LedgerError) -> T {
         readsBegun.add(1, ordering: .relaxed)
         do {
@@ -107,6 +114,7 @@ final class LedgerStore: Sendable {
     /// Runs `body` in one write transaction (on this thread), if this handle may write,
     /// committed with the handle's durability or with `requested` raised to the ledger's floor,
     /// mapping errors.
+    @inline(never)
     func write<T>(_ operation: String, durability requested: LedgerDurability? = nil, _ body: (Transaction) throws -> T) throws(LedgerError) -> T {
         try checkWritable()
         let mode = requested.map { $0.atLeast(storedMetadata.durabilityFloor) } ?? durability

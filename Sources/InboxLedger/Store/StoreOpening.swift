@@ -37,7 +37,7 @@ extension LedgerStore {
     /// refuses someone else's LMDB file (never touched), creates the tables and metadata of a
     /// new ledger, refuses a newer format, and adds the tables an older library did not have.
     static func establish(_ environment: Environment, path: String, configuration: EnvironmentConfiguration,
-                                  options: LedgerOptions) throws(LedgerError) -> LedgerMetadata {
+                                  options: LedgerOptions, projectionRules: UInt32) throws(LedgerError) -> LedgerMetadata {
         let writable = !options.readOnly && options.create
         /// Opens every table, creating the missing ones (the environment's databases are shared
         /// by every handle of the process, so `environment` sees them afterwards).
@@ -61,7 +61,7 @@ extension LedgerStore {
         if found == nil {
             guard writable else { throw .notALedger(path: path, reason: "data.mdb holds no ledger metadata") }
             try createTables("create ledger")
-            found = try initialize(environment, path: path, durabilityFloor: options.durabilityFloor, clock: options.clock)
+            found = try initialize(environment, path: path, durabilityFloor: options.durabilityFloor, clock: options.clock, projectionRules: projectionRules)
         }
         guard let metadata = found else { throw .notALedger(path: path, reason: "data.mdb holds no ledger metadata") }
         guard metadata.formatVersion <= Schema.formatVersion else {
@@ -216,7 +216,7 @@ extension LedgerStore {
     }
 
     /// Writes the metadata record unless another process did it first (then keeps theirs).
-    static func initialize(_ environment: Environment, path: String, durabilityFloor: LedgerDurability, clock: LedgerClock) throws(LedgerError) -> LedgerMetadata {
+    static func initialize(_ environment: Environment, path: String, durabilityFloor: LedgerDurability, clock: LedgerClock, projectionRules: UInt32) throws(LedgerError) -> LedgerMetadata {
         do {
             let meta = try environment.database(Schema.metaName)
             let events = try environment.database(Schema.eventsName)
@@ -229,7 +229,7 @@ extension LedgerStore {
                 }
                 try record.create(LedgerMetadata(formatVersion: Schema.formatVersion, ledgerID: randomUUIDString(),
                                                  createdAtMicros: clock.now().micros, durabilityFloor: durabilityFloor,
-                                                 projectionVersion: ProjectionRules.version))
+                                                 projectionVersion: projectionRules))
             }
         } catch {
             throw LedgerError.from(error, path: path, operation: "create ledger")
