@@ -65,7 +65,7 @@ extension Ledger {
 
     /// The last sequence ever assigned, as `txn` sees it.
     func headSequence(in txn: Transaction) throws -> UInt64 {
-        try txn.readUInt64(schema.meta, Schema.MetaKey.head) ?? 0
+        try schema.metaRecord(txn).get(Meta.head) ?? 0
     }
 
     /// The lowest sequence in the log as `txn` sees it (`head + 1` when the log is empty).
