@@ -90,10 +90,10 @@ public final class Ledger: Sendable {
         self.metadata = opened
         self.durability = options.durability.atLeast(metadata.durabilityFloor)
         self.environment = environment
-        self.commitQueue = environment.attachment("InboxLedger.CommitQueue") { CommitQueue() }
-        self.widgetCache = environment.attachment("InboxLedger.WidgetCache") { WidgetCache() }
-        self.readWorker = environment.attachment("InboxLedger.OffPoolWorker") { OffPoolWorker() }
-        self.changeMonitor = environment.attachment("InboxLedger.ChangeMonitor") {
+        self.commitQueue = environment.attachment(.commitQueue) { CommitQueue() }
+        self.widgetCache = environment.attachment(.widgetCache) { WidgetCache() }
+        self.readWorker = environment.attachment(.readWorker) { OffPoolWorker() }
+        self.changeMonitor = environment.attachment(.changeMonitor) {
             ChangeMonitor(dataFile: path + "/data.mdb")
         }
         if writeRefusal == nil, metadata.formatVersion < Schema.formatVersion { try upgradeFormat() }
