@@ -110,10 +110,10 @@ struct MessageRecord: Hashable, Sendable {
     func encode() -> [UInt8] {
         var w = ByteWriter(capacity: 64 + title.utf8.count + (subheading?.utf8.count ?? 0) + (iconURL?.utf8.count ?? 0))
         var flags = MessageFlags(localRead: localRead)
-        if subheading != nil { flags.insert(.hasSubheading) }
-        if iconURL != nil { flags.insert(.hasIconURL) }
-        if expiresAt != nil { flags.insert(.hasExpiry) }
-        if serverRead { flags.insert(.serverRead) }
+        if subheading != nil { flags.formUnion(.hasSubheading) }
+        if iconURL != nil { flags.formUnion(.hasIconURL) }
+        if expiresAt != nil { flags.formUnion(.hasExpiry) }
+        if serverRead { flags.formUnion(.serverRead) }
         w.u8(Self.version)
         w.u8(flags.rawValue)
         w.u64le(UInt64(bitPattern: sentAt))
@@ -238,8 +238,8 @@ struct ActionRecord: Hashable, Sendable {
         var w = ByteWriter(capacity: 64 + payload.count)
         w.u8(1)
         var flags: ActionFlags = []
-        if target != nil { flags.insert(.hasTarget) }
-        if name != nil { flags.insert(.hasName) }
+        if target != nil { flags.formUnion(.hasTarget) }
+        if name != nil { flags.formUnion(.hasName) }
         w.u8(flags.rawValue)
         w.u64le(UInt64(bitPattern: recordedAt))
         w.string(actionID)
