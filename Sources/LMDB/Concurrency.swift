@@ -16,12 +16,16 @@ import Darwin
 /// ``withLockWakingWaiters(_:)``; a waiter re-checks its predicate after every wake-up, under
 /// the lock, so a change between its check and its wait is never lost.
 package final class ConditionLock<Value> {
-    private var value: Value
+    // The value lives at a stable heap address like the mutex: reached through the pointer, a
+    // predicate borrows it in place (a stored property was copied for every check, and its
+    // copy-on-write arrays with it) and no exclusivity check runs (the mutex is the check).
+    private let value: UnsafeMutablePointer<Value>
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
 
     package init(_ value: Value) {
-        self.value = value
+        self.value = UnsafeMutablePointer<Value>.allocate(capacity: 1)
+        self.value.initialize(to: value)
         mutex.initialize(to: pthread_mutex_t())
         cond.initialize(to: pthread_cond_t())
         Self.check(pthread_mutex_init(mutex, nil), "pthread_mutex_init")
@@ -33,6 +37,8 @@ package final class ConditionLock<Value> {
         pthread_mutex_destroy(mutex)
         mutex.deallocate()
         cond.deallocate()
+        value.deinitialize(count: 1)
+        value.deallocate()
     }
 
     /// A pthread call's result, which can only be an error through a bug (swift-nio's rule).
@@ -44,7 +50,7 @@ package final class ConditionLock<Value> {
     package func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
         Self.check(pthread_mutex_lock(mutex), "pthread_mutex_lock")
         defer { Self.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock") }
-        return try body(&value)
+        return try body(&value.pointee)
     }
 
     /// Runs `body` with the value, the lock held, then wakes every waiter to re-check its
@@ -55,7 +61,7 @@ package final class ConditionLock<Value> {
             Self.check(pthread_cond_broadcast(cond), "pthread_cond_broadcast")
             Self.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock")
         }
-        return try body(&value)
+        return try body(&value.pointee)
     }
 
     /// Blocks the calling thread until `predicate` holds of the value, then runs `body` with
@@ -63,8 +69,8 @@ package final class ConditionLock<Value> {
     package func withLock<R>(when predicate: (Value) -> Bool, _ body: (inout Value) -> R) -> R {
         Self.check(pthread_mutex_lock(mutex), "pthread_mutex_lock")
         defer { Self.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock") }
-        while !predicate(value) { Self.check(pthread_cond_wait(cond, mutex), "pthread_cond_wait") }
-        return body(&value)
+        while !predicate(value.pointee) { Self.check(pthread_cond_wait(cond, mutex), "pthread_cond_wait") }
+        return body(&value.pointee)
     }
 
     /// Blocks the calling thread until `predicate` holds of the value or `timeoutSeconds`
@@ -77,19 +83,19 @@ package final class ConditionLock<Value> {
         var deadline = timespec(tv_sec: now.tv_sec + total / 1_000_000_000, tv_nsec: total % 1_000_000_000)
         Self.check(pthread_mutex_lock(mutex), "pthread_mutex_lock")
         defer { Self.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock") }
-        while !predicate(value) {
+        while !predicate(value.pointee) {
             let code = pthread_cond_timedwait(cond, mutex, &deadline)
             if code == ETIMEDOUT { break }
             precondition(code == 0, "pthread_cond_timedwait failed: \(code)")
         }
-        let satisfied = predicate(value)
-        return body(&value, satisfied)
+        let satisfied = predicate(value.pointee)
+        return body(&value.pointee, satisfied)
     }
 }
 
-// @unchecked: `value` is only touched with `mutex` held; the pthread mutex and condition live at
-// stable heap addresses for the object's lifetime. Only for a Sendable value: what the closures
-// hand out crosses threads.
+// @unchecked: `value` is only touched with `mutex` held; the value, the pthread mutex and the
+// condition live at stable heap addresses for the object's lifetime. Only for a Sendable value:
+// what the closures hand out crosses threads.
 extension ConditionLock: @unchecked Sendable where Value: Sendable {}
 
 /// One OS thread, started on demand, for work that blocks and so must stay off Swift's
