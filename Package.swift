@@ -48,7 +48,7 @@ let package = Package(
         .executableTarget(name: "LedgerTestAgent", dependencies: ["InboxLedger", "LMDB", "TestSupport"], path: "Tests/LedgerTestAgent"),
         .target(name: "TestSupport", dependencies: ["InboxLedger", "LMDB"], path: "Tests/TestSupport"),
         // Every Swift snippet of README.md and docs/, compiled (DocumentationTests checks they match).
-        .target(name: "DocSnippets", dependencies: ["InboxLedger", "InboxLedgerSync"], path: "Tests/DocSnippets"),
+        .target(name: "DocSnippets", dependencies: ["InboxLedger", "InboxLedgerSync", "LMDB"], path: "Tests/DocSnippets"),
         .testTarget(name: "LMDBTests", dependencies: ["LMDB", "CLMDB", "TestSupport", "LedgerTestAgent"]),
         .testTarget(name: "InboxLedgerTests", dependencies: ["InboxLedger", "LMDB", "TestSupport", "LedgerTestAgent", "ledger"]),
         .testTarget(name: "LedgerCLITests", dependencies: ["TestSupport", "DocSnippets", "ledger"]),

@@ -3,7 +3,7 @@
 ///
 /// ```swift
 /// @_spi(Testing) import InboxLedger
-/// print(DecoderFuzzing.run([0] + recordBytes))   // "record: checksum mismatch …"
+/// let verdict = DecoderFuzzing.run([0] + recordBytes)   // "record: checksum mismatch …"
 /// ```
 @_spi(Testing) public enum DecoderFuzzing {
     /// Which decoder an input is for: its first byte modulo 3.

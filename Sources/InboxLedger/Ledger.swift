@@ -66,11 +66,10 @@ public final class Ledger: Sendable {
         self.metadata = store.metadata
         self.durability = store.durability
         // The per-directory objects hang off the store's environment (shared by every handle).
-        let environment = store
-        self.commitQueue = environment.attachment("InboxLedger.CommitQueue") { CommitQueue() }
-        self.widgetCache = environment.attachment("InboxLedger.WidgetCache") { WidgetCache() }
-        self.readWorker = environment.attachment("InboxLedger.OffPoolWorker") { OffPoolWorker() }
-        self.changeMonitor = environment.attachment("InboxLedger.ChangeMonitor") {
+        self.commitQueue = store.attachment(.commitQueue) { CommitQueue() }
+        self.widgetCache = store.attachment(.widgetCache) { WidgetCache() }
+        self.readWorker = store.attachment(.readWorker) { OffPoolWorker() }
+        self.changeMonitor = store.attachment(.changeMonitor) {
             ChangeMonitor(dataFile: path + "/data.mdb")
         }
         let metadata = store.storedMetadata

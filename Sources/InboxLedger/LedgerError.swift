@@ -11,8 +11,8 @@ import Darwin
 /// ```swift
 /// do {
 ///     try ledger.append(NewEvent(type: "", payload: []))
-/// } catch let error as LedgerError {
-///     print(error)   // invalid event #0: type: must be 1–128 bytes, got 0
+/// } catch {
+///     print(error)   // a LedgerError: invalid event #0: type: must be 1–128 bytes, got 0
 /// }
 /// ```
 public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {

@@ -107,6 +107,7 @@ extension Event {
     /// ```swift
     /// for event in try ledger.events(after: 0) where event.baseType == NoteAdded.eventType {
     ///     let note = try event.decode(as: NoteAdded.self)
+    ///     print(note.text)
     /// }
     /// ```
     public func decode<E: LedgerEvent>(as: E.Type) throws(LedgerError) -> E {

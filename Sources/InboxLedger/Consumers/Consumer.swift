@@ -33,7 +33,7 @@ public struct ConsumerBatch: Hashable, Sendable, Codable {
 /// let host = try ledger.consumer(named: "host-app")
 /// let batch = try host.next(limit: 100)
 /// var completions: [NewEvent] = []
-/// for event in batch.events where event.type == "widget.action" { /* do the work */ completions.append(...) }
+/// for event in batch.events where event.type == "widget.action" { /* do the work */ completions.append(try completion(event)) }
 /// try host.commit(batch, appending: completions)
 /// ```
 public final class Consumer: Sendable {

@@ -135,7 +135,7 @@ final class LedgerStore: Sendable {
 
     /// The object kept for this directory's environment under `key` (made by `make` the first
     /// time): shared by every handle of the directory in this process, released with it.
-    func attachment<T: AnyObject & Sendable>(_ key: String, make: () -> T) -> T {
+    func attachment<T: AnyObject & Sendable>(_ key: AttachmentKey<T>, make: () -> T) -> T {
         environment.attachment(key, make: make)
     }
 
