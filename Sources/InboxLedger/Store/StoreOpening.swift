@@ -49,13 +49,25 @@ extension LedgerStore {
             }
         }
         var found = environment.hasDatabase(Schema.metaName) ? try readMetadata(environment, path: path) : nil
-        if found == nil {
-            // No ledger identity: only a creation of this library's own may be finished; anything
-            // else is someone else's environment, refused before anything is written.
+        // No ledger identity: only a creation of this library's own may be finished; anything
+        // else is someone else's environment, refused before anything is written.
+        var joins = 0
+        identify: while found == nil {
             switch try unidentified(environment, path: path) {
             case .ledger: found = try readMetadata(environment, path: path)  // its creator finished meanwhile
             case .foreign(let reason): throw .notALedger(path: path, reason: "data.mdb holds no ledger metadata: \(reason); nothing was written")
-            case .creation: break
+            case .creation: break identify
+            case .tablesAppeared:
+                // Another process's creation committed tables after this process opened the
+                // environment: open them (nothing is created or written) and look again.
+                joins += 1
+                guard joins <= 3 else { throw .corruptStore(path: path, reason: "the ledger's tables are listed but cannot be opened") }
+                var join = configuration
+                join.createDatabases = false
+                do { _ = try Environment.open(directory: path, configuration: join) } catch {
+                    throw LedgerError.from(error, path: path, operation: "open")
+                }
+                if environment.hasDatabase(Schema.metaName) { found = try readMetadata(environment, path: path) }
             }
         }
         if found == nil {
@@ -85,6 +97,9 @@ extension LedgerStore {
         case creation
         /// Anything else: another application's environment (`reason` says what gives it away).
         case foreign(String)
+        /// The ledger's tables exist but this process opened the environment before they were
+        /// committed (another process is creating the ledger): open them and look again.
+        case tablesAppeared
     }
 
     /// Tells this library's unfinished creation from another application's LMDB environment,
@@ -105,6 +120,7 @@ extension LedgerStore {
                 return transactions == 0 ? .creation
                     : .foreign("an empty LMDB environment with \(transactions) committed transaction(s) that this library did not create (its creation commits the ledger's tables in its first transaction)")
             }
+            if names.contains(where: { !environment.hasDatabase($0) }) { return .tablesAppeared }
             return try environment.read { txn -> Unidentified in
                 if environment.hasDatabase(Schema.metaName), try MetaRecord(txn: txn, table: environment.database(Schema.metaName)).contains(Meta.format) {
                     return .ledger
