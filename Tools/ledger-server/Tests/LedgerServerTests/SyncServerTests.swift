@@ -158,7 +158,7 @@ struct SyncServerTests {
             let killed = try Child(agent, [device.path, url.absoluteString, token, device.state, "once"],
                                    environment: ["SYNC_DEVICE_EXIT_AFTER_ANSWER": "2", "SYNC_DEVICE_BATCH": "100"])
             #expect(try await killed.exitStatus() == 9)
-            #expect(try device.ledger.consumer(named: "sync-relay").cursor() == 100)
+            #expect(try await device.ledger.consumer(named: "sync-relay").cursor() == 100)
             #expect(try await serverState(url, token: token).ledgers.first?.acked == 200)
             // The next run resends the second batch (duplicates) and the rest.
             let again = try Child(agent, [device.path, url.absoluteString, token, device.state, "once"], environment: ["SYNC_DEVICE_BATCH": "100"])
