@@ -94,12 +94,18 @@ public struct SyncFlowModel: Sendable {
     // MARK: - Server side
 
     /// The backend publishes (docs/sync.md, "Listings"): one delta listing in the feed, each
-    /// message carrying the server's read flag when the backend gave none.
+    /// message carrying the server's read flag when the backend gave none; a message the server
+    /// holds as removed stays removed (it goes out in `removed`).
     public mutating func publish(_ messages: [InboxMessage], removed: [String] = []) {
-        let listed = messages.map { m -> InboxMessage in
-            var m = m
+        var removed = removed
+        var listed: [InboxMessage] = []
+        for var m in messages {
+            if serverMessages[m.id]?.removed == true {
+                if !removed.contains(m.id) { removed.append(m.id) }
+                continue
+            }
             if m.read == nil { m.read = serverMessages[m.id]?.read }
-            return m
+            listed.append(m)
         }
         appendToFeed(.inboxSynced(InboxSync(mode: .delta, messages: listed, removed: removed)))
     }
