@@ -283,10 +283,10 @@ final class SyncFlowRun {
             let child = try start()
             try await Task.sleep(for: .microseconds(Int.random(in: 0...30_000, using: &rng)))
             child.kill()
-            if try await child.exitStatus() == 0 { finished = child } else { killed = true; kills += 1 }
+            if try await child.finished() == 0 { finished = child } else { killed = true; kills += 1 }
         }
         let child = try start()
-        guard try await child.exitStatus() == 0 else { throw HarnessError(description: "\(role) append: \(child.text)") }
+        guard try await child.finished() == 0 else { throw HarnessError(description: "\(role) append: \(child.text)") }
         let expectedNew = model.local(0, event, key: key)
         // The attempt that recorded it says replay=false exactly when the model calls it new; a
         // second attempt after a finished one is a replay; after a kill, either.
