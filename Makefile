@@ -74,7 +74,7 @@ flows: build
 	FLOW_SEEDS=$(FLOW_SEEDS) FLOW_STEPS=$(FLOW_STEPS) swift test --skip-build --disable-xctest --filter FlowModelTests
 
 # Two devices of one user, a real PostgreSQL and ledger-server against the model of docs/sync.md
-# and docs/semantics.md (SyncFlowModelTests; docs/reliability.md, "Sync flows"). CI runs 2 × 60.
+# and docs/semantics.md (SyncFlowModelTests; docs/reliability.md, "Sync flows"). CI runs 3 × 80.
 SYNC_FLOW_SEEDS ?= 10
 SYNC_FLOW_STEPS ?= 300
 .PHONY: flows-sync

@@ -18,13 +18,13 @@ import Glibc
 /// server holds each device's shared events exactly once, its feed and message state equal the
 /// model's, and the two devices show the same inbox.
 ///
-/// SYNC_FLOW_SEEDS (2), SYNC_FLOW_STEPS (60) and SYNC_FLOW_SEED (the first seed) size it;
+/// SYNC_FLOW_SEEDS (3), SYNC_FLOW_STEPS (80) and SYNC_FLOW_SEED (the first seed) size it;
 /// `make flows-sync` runs a long one. A failure prints the seed and the last steps.
 @Suite(.serialized, .enabled(if: Harness.postgresAvailable, "needs Debian's postgresql (scripts/setup.sh installs it) and root to run it as nobody"))
 struct SyncFlowModelTests {
     static let environment = ProcessInfo.processInfo.environment
-    static let seeds = Int(environment["SYNC_FLOW_SEEDS"] ?? "") ?? 2
-    static let steps = Int(environment["SYNC_FLOW_STEPS"] ?? "") ?? 60
+    static let seeds = Int(environment["SYNC_FLOW_SEEDS"] ?? "") ?? 3
+    static let steps = Int(environment["SYNC_FLOW_STEPS"] ?? "") ?? 80
     static let firstSeed = UInt64(environment["SYNC_FLOW_SEED"] ?? "") ?? 2026_1125
 
     @Test func twoDevicesAndTheServerShowWhatTheModelSays() async throws {
