@@ -74,7 +74,7 @@ struct SyncFlowModelTests {
             await harness.stop()
         }
         let seconds = Double((ContinuousClock.now - started).components.seconds)
-        print("sync flow model: \(Self.seeds) seeds × \(Self.steps) steps, \(checks) checks (\(quiescentChecks) quiescent), "
+        print("sync flow model: \(Self.seeds) seeds × \(Self.steps) steps, \(checks) checks, \(quiescentChecks) quiesce points, "
               + "\(kills) device kills, \(restarts) server restarts, \(Int(seconds)) s: "
               + totals.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
     }
