@@ -91,3 +91,11 @@ FLOW_SEEDS ?= 40
 FLOW_STEPS ?= 500
 flows: build
 	FLOW_SEEDS=$(FLOW_SEEDS) FLOW_STEPS=$(FLOW_STEPS) swift test --skip-build --disable-xctest --filter FlowModelTests
+
+# Two devices of one user, a real PostgreSQL and ledger-server against the model of docs/sync.md
+# and docs/semantics.md (SyncFlowModelTests; docs/reliability.md, "Sync flows"). CI runs 3 × 80.
+SYNC_FLOW_SEEDS ?= 10
+SYNC_FLOW_STEPS ?= 300
+.PHONY: flows-sync
+flows-sync: setup
+	cd Tools/ledger-server && swift build --build-tests && SYNC_FLOW_SEEDS=$(SYNC_FLOW_SEEDS) SYNC_FLOW_STEPS=$(SYNC_FLOW_STEPS) swift test --skip-build --disable-xctest --filter SyncFlowModelTests
