@@ -1,9 +1,9 @@
-/// Every decoder of untrusted bytes behind one entry point, for the fuzzer (`Tools/ledger-fuzz`)
+/// Every decoder of untrusted bytes behind one entry point, for the fuzzer (`ledger-fuzz`, Tools/ledger-lab)
 /// and the corpus regression test. It never traps: each run returns what the decoders concluded.
 ///
 /// ```swift
 /// @_spi(Testing) import InboxLedger
-/// print(DecoderFuzzing.run([0] + recordBytes))   // "record: checksum mismatch …"
+/// let verdict = DecoderFuzzing.run([0] + recordBytes)   // "record: checksum mismatch …"
 /// ```
 @_spi(Testing) public enum DecoderFuzzing {
     /// Which decoder an input is for: its first byte modulo 3.

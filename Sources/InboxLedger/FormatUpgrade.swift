@@ -17,33 +17,22 @@ extension Ledger {
     /// upgrade at once), calling `beforeCommit` inside the transaction just before it commits:
     /// the crash tests kill the process there.
     @_spi(Testing) public static func upgradeFormat(path: String, beforeCommit: () -> Void) throws {
-        var configuration = EnvironmentConfiguration()
-        configuration.databases = Dictionary(uniqueKeysWithValues: Schema.allNames.map { ($0, DatabaseFlags()) })
-        let environment = try Environment.open(directory: path, configuration: configuration)
-        let schema = try Schema(environment)
-        try environment.write { txn in
+        try LedgerStore.withUnopenedStore(path: path) { schema, txn in
             try upgradeFormat(schema, in: txn)
             beforeCommit()
         }
     }
 
     static func upgradeFormat(_ schema: Schema, in txn: Transaction) throws {
-        guard let bytes = try txn.get(schema.meta, key: Schema.MetaKey.format), bytes.count == 4 else { return }
-        var r = ByteReader(bytes)
-        guard let stored = r.u32le(), stored < Schema.formatVersion else { return }
-        let rows = try txn.withCursor(schema.counters) { cursor in
-            var rows: [Entry] = []
-            var entry = try cursor.first()
-            while let e = entry {
-                rows.append(e)
-                entry = try cursor.next()
-            }
-            return rows
+        let meta = schema.metaRecord(txn)
+        guard let stored = try meta.get(Meta.format), stored < Schema.formatVersion else { return }
+        var rows: [Entry] = []
+        try txn.forEachEntry(schema.counters) { e in
+            rows.append(e)
+            return .next
         }
-        for row in rows { try txn.put(schema.meta, key: EventCounts.metaPrefix + row.key, value: row.value) }
+        for row in rows { try txn.put(schema.meta, key: Meta.countPrefix + row.key, value: row.value) }
         try txn.removeAll(schema.counters)
-        var w = ByteWriter(capacity: 4)
-        w.u32le(Schema.formatVersion)
-        try txn.put(schema.meta, key: Schema.MetaKey.format, value: w.bytes)
+        try meta.put(Meta.format, Schema.formatVersion)
     }
 }

@@ -11,8 +11,8 @@ import Darwin
 /// ```swift
 /// do {
 ///     try ledger.append(NewEvent(type: "", payload: []))
-/// } catch let error as LedgerError {
-///     print(error)   // invalid event #0: type: must be 1–128 bytes, got 0
+/// } catch {
+///     print(error)   // a LedgerError: invalid event #0: type: must be 1–128 bytes, got 0
 /// }
 /// ```
 public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
@@ -133,7 +133,7 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Maps an LMDB error met during `operation` on the ledger at `path`. A write that timed
-    /// out waiting for the writer lock is best mapped by ``Ledger/writeError(_:operation:)``,
+    /// out waiting for the writer lock is best mapped by the store's writes (``LedgerStore/write(_:durability:_:)``),
     /// which can name the holder and the timeout; here it is `writerBusy` without them.
     static func from(_ error: any Error, path: String, operation: String, writeTimeout: Double? = nil) -> LedgerError {
         if let ledgerError = error as? LedgerError { return ledgerError }

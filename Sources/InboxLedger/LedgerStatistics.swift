@@ -95,12 +95,9 @@ public struct LedgerStatistics: Sendable, Hashable {
 extension Ledger {
     /// Counts, sizes and reader slots, read in one short transaction.
     public func statistics() throws(LedgerError) -> LedgerStatistics {
-        let info: EnvironmentInfo
+        let info = try store.info()
         let readers: [ReaderSlot]
-        do {
-            info = try environment.info()
-            readers = try environment.readers()
-        } catch {
+        do { readers = try store.readers() } catch {
             throw LedgerError.from(error, path: path, operation: "read environment info")
         }
         return try read("read statistics") { txn in
@@ -119,7 +116,7 @@ extension Ledger {
                 logPages: try txn.statistics(schema.events).totalPages,
                 totalPages: info.lastPageNumber + 1,
                 snapshots: try snapshotHeaders(in: txn),
-                lastCompaction: try txn.get(schema.meta, key: Schema.MetaKey.lastCompaction).flatMap(CompactionRecord.decode).map {
+                lastCompaction: try schema.metaRecord(txn).get(Meta.lastCompaction).map {
                     LedgerStatistics.CompactionSummary(
                         finishedAt: Timestamp(micros: $0.at), snapshotSequence: $0.snapshot, trimmedThrough: $0.trimmedThrough,
                         eventsTrimmed: Int($0.eventsTrimmed), seconds: Double($0.micros) / 1_000_000)
@@ -132,8 +129,6 @@ extension Ledger {
     /// Clears reader slots left behind by processes that died; returns how many.
     @discardableResult
     public func clearStaleReaders() throws(LedgerError) -> Int {
-        do { return try environment.clearStaleReaders() } catch {
-            throw LedgerError.from(error, path: path, operation: "check readers")
-        }
+        try store.clearStaleReaders()
     }
 }

@@ -73,21 +73,6 @@ public struct LedgerMetadata: Hashable, Sendable {
     public var projectionVersion: UInt32 = 1
 }
 
-/// Helpers to read and write the meta record's fields.
-extension Transaction {
-    func readUInt64(_ db: Database, _ key: [UInt8]) throws(LMDBError) -> UInt64? {
-        guard let bytes = try get(db, key: key), bytes.count == 8 else { return nil }
-        var r = ByteReader(bytes)
-        return r.u64be()
-    }
-
-    func writeUInt64(_ db: Database, _ key: [UInt8], _ value: UInt64) throws(LMDBError) {
-        var w = ByteWriter(capacity: 8)
-        w.u64be(value)
-        try put(db, key: key, value: w.bytes)
-    }
-}
-
 /// A random (version 4) UUID string, without Foundation.
 func randomUUIDString() -> String {
     var generator = SystemRandomNumberGenerator()

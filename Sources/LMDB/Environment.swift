@@ -231,12 +231,14 @@ public final class Environment: Sendable {
     }
 
     /// Process-wide state attached to this environment (shared by every handle of the
-    /// directory in this process), created by `make` on first use.
-    public func attachment<T: AnyObject & Sendable>(_ key: String, make: () -> T) -> T {
+    /// directory in this process), created by `make` on first use. The key's type is the
+    /// object's: a key returns only what it was made with.
+    public func attachment<T: AnyObject & Sendable>(_ key: AttachmentKey<T>, make: () -> T) -> T {
         shared.attachments.withLock { attachments in
-            if let existing = attachments[key] as? T { return existing }
+            // The table is keyed by name and type, so what a key finds is a T.
+            if let existing = attachments[key.erased] { return unsafeDowncast(existing, to: T.self) }
             let made = make()
-            attachments[key] = made
+            attachments[key.erased] = made
             return made
         }
     }

@@ -59,11 +59,17 @@ struct FileIdentity: Sendable, Equatable {
                 ? "\(name) was deleted or renamed away while this process had it open: processes opening the ledger now would use other files"
                 : "\(name) cannot be examined: \(String(cString: strerror(code)))"
         }
+        if (s.st_mode & S_IFMT) != S_IFLNK, UInt64(s.st_dev) != device || UInt64(s.st_ino) != inode {
+            return "\(name) was replaced (another file renamed over it, or restored) since this process opened it: processes opening the ledger now use another file"
+        }
+        return linkProblem(s, name: name)
+    }
+
+    /// Why a file with status `s` (from `lstat`) cannot be one every process shares — a symbolic
+    /// link, or more than one hard link — or nil.
+    static func linkProblem(_ s: stat_t, name: String) -> String? {
         if (s.st_mode & S_IFMT) == S_IFLNK {
             return "\(name) is a symbolic link: processes opening the directory it points into coordinate through another lock table"
-        }
-        if UInt64(s.st_dev) != device || UInt64(s.st_ino) != inode {
-            return "\(name) was replaced (another file renamed over it, or restored) since this process opened it: processes opening the ledger now use another file"
         }
         if s.st_nlink > 1 {
             return "\(name) has \(s.st_nlink) hard links: a process opening it through another directory would coordinate through another lock table"
@@ -88,6 +94,20 @@ public enum FileSharing {
     /// At the first opening through a lock table (no process holds `lock.mdb`): refuses a
     /// `data.mdb` that another process (or another environment of this one) has open — it can
     /// only be through another `lock.mdb`, a link or a replaced or deleted lock file.
+    /// Refuses a `data.mdb` or `lock.mdb` that already exists as a symbolic link or with more
+    /// than one hard link, before this layer or LMDB creates or writes anything in `directory`
+    /// (the check after `mdb_env_open` catches what changes in between).
+    static func refuseLinkedFiles(directory: String) throws(LMDBError) {
+        for name in ["data.mdb", "lock.mdb"] {
+            var s = stat_t()
+            guard lstat(directory + "/" + name, &s) == 0 else {
+                if errno == ENOENT { continue }
+                throw refuse(directory, "\(name) cannot be examined: \(String(cString: strerror(errno)))")
+            }
+            if let problem = FileIdentity.linkProblem(s, name: name) { throw refuse(directory, problem) }
+        }
+    }
+
     static func refuseDataFileInUse(directory: String) throws(LMDBError) {
         let fd = openFile(directory + "/data.mdb", O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else {

@@ -15,7 +15,7 @@ import Darwin
 ///
 /// ```swift
 /// do {
-///     try environment.write { txn in try txn.put(db, key: k, value: v, options: .noOverwrite) }
+///     try environment.write { txn in try txn.put(db, key: k, value: v, flags: .noOverwrite) }
 /// } catch LMDBError.keyExists {
 ///     // already there
 /// }

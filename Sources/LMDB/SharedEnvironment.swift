@@ -50,7 +50,7 @@ final class SharedEnvironment: @unchecked Sendable {
     let databases = Mutex<[String: Database]>([:])
     /// The order the named databases were opened in: a reopen opens them in this order again.
     private let databaseOrder = Mutex<[String]>([])
-    let attachments = Mutex<[String: any AnyObject & Sendable]>([:])
+    let attachments = Mutex<[ErasedAttachmentKey: any AnyObject & Sendable]>([:])
     let currentDurability: Mutex<Durability>
     /// The map size to reopen with (the last one in use).
     private let reopenMapSize: Mutex<Int>
@@ -69,6 +69,9 @@ final class SharedEnvironment: @unchecked Sendable {
     var handleCount = 0
     /// Set once the last handle is gone: nothing reopens it any more.
     private let isFinished = Atomic<Bool>(false)
+    /// While the idle close is on, closes the environment after a quiet period: woken by each
+    /// opening, it stops when the environment closes.
+    private let idleWatch = DedicatedThread(lingerSeconds: 0)
 
     init(directory: String, key: EnvironmentKey, configuration: EnvironmentConfiguration) {
         self.directory = directory
@@ -100,8 +103,12 @@ final class SharedEnvironment: @unchecked Sendable {
             isOpen.store(true, ordering: .releasing)
             return true
         }
-        // One idle watch per opening (it ends when the environment closes).
-        if openedHere, let idle = configuration.closeWhenIdleMilliseconds { startIdleWatch(idle) }
+        // Each opening starts the idle watch (or wakes it): it ends when the environment closes.
+        if openedHere, let idle = configuration.closeWhenIdleMilliseconds {
+            let weak = WeakSharedEnvironment()
+            weak.shared = self
+            idleWatch.wake { thread in Self.watchIdle(weak, milliseconds: idle, on: thread) }
+        }
     }
 
     /// Creates and opens the `MDB_env` — after making the files safe to map (StorePreparation) —
@@ -213,23 +220,21 @@ final class SharedEnvironment: @unchecked Sendable {
         if opened.lockFile >= 0 { close(opened.lockFile) }
     }
 
-    /// While the option is set, a thread closes the environment after `milliseconds` without
-    /// a call; it ends when the environment closes (and starts again with the next reopen).
-    private func startIdleWatch(_ milliseconds: Int) {
-        final class Weak: @unchecked Sendable {
-            // @unchecked: written once before the thread starts.
-            weak var shared: SharedEnvironment?
-        }
-        let weak = Weak()
-        weak.shared = self
-        detachThread {
-            let interval = UInt32(max(10, min(milliseconds / 4, 1000)) * 1000)
-            while true {
-                usleep(interval)
-                guard let shared = weak.shared, shared.isOpen.load(ordering: .acquiring) else { return }
-                if monotonicMilliseconds() - shared.lastUse.load(ordering: .relaxed) >= milliseconds,
-                   shared.closeHandle(waitingMilliseconds: 0) { return }
+    /// The idle watch's body: every quarter of the period (10 ms to 1 s) it closes the
+    /// environment if no call used it for `milliseconds`; it stops once the environment is
+    /// closed (an opening wakes it again).
+    private static func watchIdle(_ weak: WeakSharedEnvironment, milliseconds: Int, on thread: DedicatedThread) {
+        let interval = Double(max(10, min(milliseconds / 4, 1000))) / 1000
+        while true {
+            thread.waitForWake(timeoutSeconds: interval)  // woken: reopened, keep watching
+            guard let shared = weak.shared else {
+                _ = thread.stopUnlessWoken()
+                return
             }
+            let closed = !shared.isOpen.load(ordering: .acquiring)
+                || (monotonicMilliseconds() - shared.lastUse.load(ordering: .relaxed) >= milliseconds
+                    && shared.closeHandle(waitingMilliseconds: 0))
+            if closed, thread.stopUnlessWoken() { return }
         }
     }
 
@@ -602,6 +607,12 @@ final class SharedEnvironment: @unchecked Sendable {
     }
 }
 
+/// The environment the idle watch looks after, without keeping it alive.
+private final class WeakSharedEnvironment: @unchecked Sendable {
+    // @unchecked: written once, before the thread starts.
+    weak var shared: SharedEnvironment?
+}
+
 /// The cross-process writer lock taken around every write transaction: a write lock on
 /// ``ByteLock/writer`` of `lock.mdb` (LMDB's own writer mutex cannot time out). A process stopped
 /// inside its write transaction keeps it, so others give up after their timeout and can name it;
@@ -647,23 +658,5 @@ final class WriterLock: Sendable {
     static func holder(_ fd: Int32) -> Int32? {
         guard fd >= 0 else { return nil }
         return (try? ByteLock.holder(fd, at: ByteLock.writer)) ?? nil  // a failed query names nobody
-    }
-}
-
-/// Starts `body` on a new detached OS thread.
-package func detachThread(_ body: @escaping @Sendable () -> Void) {
-    final class Box: Sendable {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-    }
-    var thread = pthread_t()
-    let box = Unmanaged.passRetained(Box(body)).toOpaque()
-    let started = pthread_create(&thread, nil, { context in
-        guard let context else { return nil }
-        Unmanaged<Box>.fromOpaque(context).takeRetainedValue().body()
-        return nil
-    }, box)
-    if started == 0 { pthread_detach(thread) } else {
-        Unmanaged<Box>.fromOpaque(box).takeRetainedValue().body()
     }
 }

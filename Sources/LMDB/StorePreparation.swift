@@ -26,6 +26,8 @@ enum StorePreparation {
     static func prepare(directory: String, configuration: EnvironmentConfiguration) throws(LMDBError) {
         // Before this layer or LMDB opens any file of the store (docs/lmdb.md rule 28).
         try StandardDescriptors.ensureOpen()
+        // A linked file is refused before lock.mdb is created (nothing written).
+        try FileSharing.refuseLinkedFiles(directory: directory)
         let lockPath = directory + "/lock.mdb"
         let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, mode_t(configuration.fileMode))
         guard fd >= 0 else {

@@ -196,9 +196,10 @@ public final class Cursor {
     }
 
     /// Visits the entries from the first key ≥ `start` on, in order, while `body` returns true,
-    /// handing it views of LMDB's own memory: nothing is copied, and the views are valid only
-    /// during the call (they cannot escape it). For reads that decode records in place.
-    public func scan(from start: [UInt8], _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws {
+    /// handing it views of LMDB's own memory: nothing is copied. The views are non-escapable
+    /// spans, valid only during the call: code that stores one outside it does not compile
+    /// ("lifetime-dependent value escapes its scope"). For reads that decode records in place.
+    public func scan(from start: [UInt8], _ body: (_ key: RawSpan, _ value: RawSpan) throws -> Bool) throws {
         guard isLive, transaction.isLive else { throw LMDBError.badTransaction }
         var keyValue = MDB_val()
         var dataValue = MDB_val()
@@ -207,9 +208,9 @@ public final class Cursor {
             return mdb_cursor_get(pointer, &keyValue, &dataValue, MDB_SET_RANGE)
         }
         while code == 0 {
-            let key = UnsafeRawBufferPointer(start: keyValue.mv_data, count: keyValue.mv_size)
-            let value = UnsafeRawBufferPointer(start: dataValue.mv_data, count: dataValue.mv_size)
-            guard try body(key, value) else { return }
+            let keyBytes = UnsafeRawBufferPointer(start: keyValue.mv_data, count: keyValue.mv_size)
+            let valueBytes = UnsafeRawBufferPointer(start: dataValue.mv_data, count: dataValue.mv_size)
+            guard try body(RawSpan(_unsafeBytes: keyBytes), RawSpan(_unsafeBytes: valueBytes)) else { return }
             code = mdb_cursor_get(pointer, &keyValue, &dataValue, MDB_NEXT)
         }
         if code != MDB_NOTFOUND { try check(code) }

@@ -54,6 +54,23 @@ class UNNotificationServiceExtension {
 
 #if !canImport(SwiftUI)
 enum ScenePhase: Sendable { case background, inactive, active }
+
+protocol View {}
+
+struct Text: View {
+    init(_ text: String) {}
+}
+
+extension View {
+    func onChange<V: Equatable>(of value: V, _ action: @escaping (_ oldValue: V, _ newValue: V) -> Void) -> Self { self }
+}
+#endif
+
+#if !canImport(UserNotifications)
+class UNUserNotificationCenter: @unchecked Sendable {
+    static func current() -> UNUserNotificationCenter { UNUserNotificationCenter() }
+    func setBadgeCount(_ count: Int) async throws {}
+}
 #endif
 
 #if !canImport(Darwin)

@@ -46,8 +46,65 @@ import TestSupport
     static func compiledSources() throws -> [[String]] {
         let directory = root.appendingPathComponent("Tests/DocSnippets")
         let files = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".swift") }
-            .map { directory.appendingPathComponent($0) } + [root.appendingPathComponent("Tests/InboxLedgerTests/DocExampleTests.swift")]
+            .map { directory.appendingPathComponent($0) } + [
+                root.appendingPathComponent("Tests/InboxLedgerTests/DocExampleTests.swift"),
+                root.appendingPathComponent("Tests/InboxLedgerTests/SourceExampleTests.swift"),
+            ]
         return try files.map { normalized(try String(contentsOf: $0, encoding: .utf8)) }
+    }
+
+    /// Every ```` ```swift ```` example of a `///` comment under Sources/ (the comment markers
+    /// and the one space after them removed).
+    static func sourceExamples() throws -> [Snippet] {
+        let sources = root.appendingPathComponent("Sources")
+        guard let walk = FileManager.default.enumerator(atPath: sources.path) else { return [] }
+        var found: [Snippet] = []
+        for case let relative as String in walk where relative.hasSuffix(".swift") {
+            let file = "Sources/" + relative
+            let text = try String(contentsOf: root.appendingPathComponent(file), encoding: .utf8)
+            var current: (start: Int, lines: [Substring])?
+            for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                let trimmed = line.drop { $0 == " " }
+                guard trimmed.hasPrefix("///") else {
+                    current = nil  // the comment ended without closing its example
+                    continue
+                }
+                var body = trimmed.dropFirst(3)
+                if body.first == " " { body = body.dropFirst() }
+                if current == nil, body.trimmingCharacters(in: .whitespaces) == "```swift" {
+                    current = (number + 1, [])
+                } else if let open = current, body.trimmingCharacters(in: .whitespaces) == "```" {
+                    found.append(Snippet(file: file, line: open.start, lines: normalized(open.lines.joined(separator: "\n"))))
+                    current = nil
+                } else {
+                    current?.lines.append(body)
+                }
+            }
+        }
+        return found.sorted { ($0.file, $0.line) < ($1.file, $1.line) }
+    }
+
+    static func isCompiled(_ snippet: Snippet, in sources: [[String]]) -> Bool {
+        sources.contains { source in
+            source.count >= snippet.lines.count
+                && (0...(source.count - snippet.lines.count)).contains { Array(source[$0..<($0 + snippet.lines.count)]) == snippet.lines }
+        }
+    }
+
+    /// The code examples of the doc comments are compiled too: each must appear, verbatim, in
+    /// Tests/DocSnippets (the SourceExamples files) or in SourceExampleTests. An example edited
+    /// in a comment alone, or an API changed under one, fails here.
+    @Test func everySourceCodeExampleIsCompiled() throws {
+        let examples = try Self.sourceExamples()
+        let sources = try Self.compiledSources()
+        #expect(examples.count >= 60, "the doc comments' examples were not found: \(examples.count)")
+        #expect(examples.contains { $0.file == "Sources/LMDB/LMDBError.swift" })
+        for example in examples {
+            #expect(!example.lines.isEmpty, "\(example): empty example")
+            #expect(
+                Self.isCompiled(example, in: sources),
+                "\(example): this doc comment example is not in Tests/DocSnippets (or SourceExampleTests) verbatim, so nothing compiles it")
+        }
     }
 
     @Test func everySwiftSnippetIsCompiled() throws {
@@ -61,11 +118,7 @@ import TestSupport
                 try checkManifest(snippet)
                 continue
             }
-            let compiled = sources.contains { source in
-                source.count >= snippet.lines.count
-                    && (0...(source.count - snippet.lines.count)).contains { Array(source[$0..<($0 + snippet.lines.count)]) == snippet.lines }
-            }
-            #expect(compiled, "\(snippet): this snippet is not in Tests/DocSnippets (or DocExampleTests) verbatim, so nothing compiles it")
+            #expect(Self.isCompiled(snippet, in: sources), "\(snippet): this snippet is not in Tests/DocSnippets (or DocExampleTests) verbatim, so nothing compiles it")
         }
     }
 

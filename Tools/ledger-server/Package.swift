@@ -53,6 +53,8 @@ let package = Package(
                 "ledger-server", "sync-device",
                 .product(name: "InboxLedger", package: "InboxLedger"),
                 .product(name: "InboxLedgerSync", package: "InboxLedger"),
+                // The independent models (SyncFlowModel) of the root's tests.
+                .product(name: "LedgerTestSupport", package: "InboxLedger"),
             ]
         ),
     ],

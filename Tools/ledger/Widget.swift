@@ -30,8 +30,8 @@ struct Widget: ParsableCommand, GuardedCommand {
         let list: WidgetList
         let actions: [PendingAction]
         do {
-            list = try ledger.widgetList(limit: limit)
-            actions = try ledger.pendingActions(limit: 1000)
+            // One snapshot: the badge, the counts and the actions listed agree.
+            (list, actions) = try ledger.widgetSnapshot(limit: limit, actionsLimit: 1000)
         } catch {
             throw fail(error)
         }

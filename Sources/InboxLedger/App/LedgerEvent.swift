@@ -39,18 +39,6 @@ extension LedgerEvent {
     public static var storedType: String { EventTypeName.stored(eventType, version: eventVersion) }
 }
 
-/// Stored type names with a version: `name` is version 1, `name@N` version N ≥ 2.
-enum EventTypeName {
-    static func stored(_ name: String, version: Int) -> String { version <= 1 ? name : "\(name)@\(version)" }
-
-    /// The base name and version of a stored type name.
-    static func parse(_ stored: String) -> (name: String, version: Int) {
-        guard let at = stored.utf8.lastIndex(of: UInt8(ascii: "@")) else { return (stored, 1) }
-        let suffix = stored[stored.index(after: at)...]
-        guard let version = Int(suffix), version >= 2, String(version) == suffix else { return (stored, 1) }
-        return (String(stored[..<at]), version)
-    }
-}
 
 /// The canonical JSON the ledger stores: object keys sorted by their UTF-8 bytes, no
 /// insignificant whitespace, integers without a fraction, doubles in their shortest exact
@@ -119,6 +107,7 @@ extension Event {
     /// ```swift
     /// for event in try ledger.events(after: 0) where event.baseType == NoteAdded.eventType {
     ///     let note = try event.decode(as: NoteAdded.self)
+    ///     print(note.text)
     /// }
     /// ```
     public func decode<E: LedgerEvent>(as: E.Type) throws(LedgerError) -> E {
@@ -158,34 +147,7 @@ extension Event {
     }
 }
 
-/// Upgrades the payload of one app-defined event type from one version to the next, applied
-/// to events as they are read (``LedgerOptions/upcasters``): stored bytes never change, so
-/// idempotency digests, checksums and other processes are unaffected.
-///
-/// ```swift
-/// // Version 1 stored {"text": …}; version 2 has {"body": …, "pinned": false}.
-/// var options = LedgerOptions(role: "app")
-/// options.upcasters = [
-///     EventUpcaster(NoteAddedV1.self, to: NoteAdded.self) { old in NoteAdded(noteID: old.noteID, body: old.text, pinned: false) },
-/// ]
-/// ```
-public struct EventUpcaster: Sendable {
-    /// The base type name it applies to.
-    public let eventType: String
-    /// The version it reads; it produces `fromVersion + 1`.
-    public let fromVersion: Int
-    let transform: @Sendable ([UInt8]) throws -> [UInt8]
-
-    /// An upcaster of `eventType` payloads from `fromVersion` to the next version, working on
-    /// the JSON value (its result is stored canonically in the event read).
-    public init(eventType: String, fromVersion: Int, _ transform: @escaping @Sendable (JSONValue) throws -> JSONValue) {
-        self.eventType = eventType
-        self.fromVersion = fromVersion
-        self.transform = { bytes in
-            try EventJSON.encodeCanonical(try transform(try JSONParser.parse(bytes)))
-        }
-    }
-
+extension EventUpcaster {
     /// An upcaster from the `Old` type (its ``LedgerEvent/eventVersion``) to `New` (the next version).
     public init<Old: LedgerEvent, New: LedgerEvent>(_ old: Old.Type, to new: New.Type, _ convert: @escaping @Sendable (Old) throws -> New) {
         self.eventType = Old.eventType
@@ -193,31 +155,5 @@ public struct EventUpcaster: Sendable {
         self.transform = { bytes in
             try CanonicalJSON.encode(try convert(try JSONDecoder().decode(Old.self, from: Data(bytes))))
         }
-    }
-}
-
-extension Ledger {
-    /// `events` with every registered upcaster applied (no work without upcasters).
-    func upcast(_ events: [Event]) throws(LedgerError) -> [Event] {
-        guard !options.upcasters.isEmpty else { return events }
-        var out = events
-        for i in out.indices { out[i] = try upcast(out[i]) }
-        return out
-    }
-
-    func upcast(_ event: Event) throws(LedgerError) -> Event {
-        guard !options.upcasters.isEmpty, BuiltInEventType(rawValue: event.type) == nil else { return event }
-        let (name, stored) = EventTypeName.parse(event.type)
-        var version = stored
-        var result = event
-        while let upcaster = options.upcasters.first(where: { $0.eventType == name && $0.fromVersion == version }) {
-            do { result.payload = try upcaster.transform(result.payload) } catch {
-                throw .eventDecoding(sequence: event.sequence, type: event.type, field: "data",
-                                     reason: "the upcaster from version \(version) failed: \(error)")
-            }
-            version += 1
-            result.type = EventTypeName.stored(name, version: version)
-        }
-        return result
     }
 }

@@ -56,7 +56,7 @@ extension Ledger {
             FileSystem.removeDirectory(directory)
             throw error
         }
-        _ = ledger.environment.attachment("InboxLedger.TemporaryDirectory") { TemporaryLedgerDirectory(path: directory) }
+        _ = ledger.store.attachment(.temporaryDirectory) { TemporaryLedgerDirectory(path: directory) }
         return ledger
     }
 }

@@ -11,7 +11,7 @@ import Darwin
 ///
 /// One per directory per process. While anyone waits, a watcher thread sleeps in `poll` on an
 /// inotify watch of `data.mdb` (LMDB writes the file on every commit, the meta page last), and
-/// re-reads the head on each change (and every 2 ms for 20 ms after it); a 250 ms timeout is the
+/// re-reads the head on each change (and every 200 µs for 20 ms after it); a 250 ms timeout is the
 /// safety net. The thread exits two seconds after the last waiter left. On platforms without
 /// inotify the watcher polls the head every 20 ms.
 final class ChangeMonitor: Sendable {
@@ -23,7 +23,6 @@ final class ChangeMonitor: Sendable {
     private struct State {
         var waiters: [Int: Waiter] = [:]
         var nextID = 0
-        var watcherRunning = false
         /// How to read the head, held only while someone waits: the monitor is attached to
         /// the environment, and keeping a ledger handle for good would keep the environment open.
         var readHead: (@Sendable () -> Result<UInt64, LedgerError>)?
@@ -31,6 +30,8 @@ final class ChangeMonitor: Sendable {
 
     private let state = Mutex(State())
     private let dataFile: String
+    /// The watcher: runs while anyone waits, and ``lingerSeconds`` after the last waiter left.
+    private let watcher = DedicatedThread(lingerSeconds: lingerSeconds)
 
     init(dataFile: String) {
         self.dataFile = dataFile
@@ -51,17 +52,17 @@ final class ChangeMonitor: Sendable {
         }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<UInt64, any Error>) in
-                let startWatcher = state.withLock { s -> Bool in
+                let registered = state.withLock { s -> Bool in
                     if Task.isCancelled {
                         continuation.resume(throwing: CancellationError())
                         return false
                     }
                     s.waiters[id] = Waiter(after: sequence, continuation: continuation)
                     s.readHead = readHead
-                    defer { s.watcherRunning = true }
-                    return !s.watcherRunning
+                    return true
                 }
-                if startWatcher { detachThread { self.watch() } }  // blocks in `poll`, off the cooperative pool
+                // Blocks in `poll`, off the cooperative pool.
+                if registered { watcher.wake { thread in self.watch(on: thread) } }
                 // The head may have moved between the first check and the registration.
                 self.check()
             }
@@ -112,7 +113,7 @@ final class ChangeMonitor: Sendable {
     static let quickCheckMicros: UInt32 = 200
     static let quickCheckCount = 100
 
-    private func watch() {
+    private func watch(on thread: DedicatedThread) {
         #if canImport(Glibc)
         let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         if fd >= 0 { _ = inotify_add_watch(fd, dataFile, UInt32(IN_MODIFY)) }
@@ -122,7 +123,6 @@ final class ChangeMonitor: Sendable {
         // A commit between a waiter's registration and the watch above raised no event: look
         // once now (without this, such a waiter slept until the 250 ms safety net).
         check()
-        var idleSince: Double?
         // After a file event, look again every 200 µs for 20 ms: LMDB publishes a commit to
         // readers (the transaction id in lock.mdb) just *after* its last write to data.mdb, so
         // the check that an event triggers can still see the old head, and no further event
@@ -130,21 +130,12 @@ final class ChangeMonitor: Sendable {
         // one short read transaction, about 2 µs.)
         var quickChecks = 0
         while true {
-            let done = state.withLock { s -> Bool in
-                guard s.waiters.isEmpty else {
-                    idleSince = nil
-                    return false
-                }
-                let now = monotonicSeconds()
-                if let since = idleSince, now - since >= Self.lingerSeconds {
-                    s.watcherRunning = false
-                    s.readHead = nil
-                    return true
-                }
-                if idleSince == nil { idleSince = now }
-                return false
+            if state.withLock({ $0.waiters.isEmpty }) {
+                // Nobody waits: linger (events meanwhile stay queued on the watch) or stop.
+                if thread.idle() { continue }
+                return
             }
-            if done { return }
+            thread.busy()
             #if canImport(Glibc)
             if fd >= 0 {
                 if quickChecks > 0 {
@@ -175,7 +166,7 @@ extension Ledger {
     /// returns the new head. Idle waiting costs no CPU to speak of (an inotify watch).
     ///
     /// ```swift
-    /// var seen = try ledger.headSequence()
+    /// var seen = try await ledger.headSequence()
     /// while true {
     ///     seen = try await ledger.waitForChange(after: seen)
     ///     refreshWidget()

@@ -8,8 +8,6 @@ extension Ledger {
         guard FileSystem.entries(of: directory)?.isEmpty ?? false else {
             throw .notALedger(path: directory, reason: "the copy's directory must be empty")
         }
-        do { try environment.copy(to: directory, flags: .compact) } catch {
-            throw LedgerError.from(error, path: directory, operation: "compacting copy")
-        }
+        try store.compactingCopy(to: directory)
     }
 }

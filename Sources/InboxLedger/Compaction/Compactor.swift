@@ -151,7 +151,7 @@ public final class Compactor: Sendable {
             let didWork = finished.eventsTrimmed > 0 || finished.snapshotWritten || finished.snapshotsDeleted > 0 || finished.keysForgotten > 0
             try ledger.write("record compaction") { txn in
                 if didWork {
-                    try txn.put(ledger.schema.meta, key: Schema.MetaKey.lastCompaction, value: CompactionRecord(finished, at: now).encode())
+                    try ledger.schema.metaRecord(txn).put(Meta.lastCompaction, CompactionRecord(finished, at: now))
                 }
                 try releaseLease(in: txn)
             }
@@ -205,8 +205,7 @@ public final class Compactor: Sendable {
     /// Takes the compaction lease, or returns the pid of a live process holding it.
     private func acquireLease(now: Int64) throws(LedgerError) -> Int32? {
         try ledger.write("take compaction lease") { txn -> Int32? in
-            if let bytes = try txn.get(ledger.schema.meta, key: Schema.MetaKey.compactorLease),
-               let lease = LeaseRecord.decode(bytes),  // an unreadable lease is taken over
+            if let lease = try ledger.schema.metaRecord(txn).get(Meta.compactorLease),  // an unreadable lease is taken over
                lease.owner != token, lease.expires > now, processIsAlive(lease.pid) {
                 return lease.pid
             }
@@ -217,13 +216,13 @@ public final class Compactor: Sendable {
 
     private func renewLease(now: Int64, in txn: Transaction) throws {
         let lease = LeaseRecord(pid: getpid(), owner: token, expires: now + LeaseRecord.duration)
-        try txn.put(ledger.schema.meta, key: Schema.MetaKey.compactorLease, value: lease.encode())
+        try ledger.schema.metaRecord(txn).put(Meta.compactorLease, lease)
     }
 
     private func releaseLease(in txn: Transaction) throws {
-        guard let bytes = try txn.get(ledger.schema.meta, key: Schema.MetaKey.compactorLease),
-              LeaseRecord.decode(bytes)?.owner == token else { return }
-        try txn.delete(ledger.schema.meta, key: Schema.MetaKey.compactorLease)
+        let meta = ledger.schema.metaRecord(txn)
+        guard try meta.get(Meta.compactorLease)?.owner == token else { return }
+        try meta.delete(Meta.compactorLease)
     }
 
     /// Deletes up to a chunk of events with sequence ≤ `through`; returns how many.
@@ -262,7 +261,7 @@ public final class Compactor: Sendable {
                 try txn.put(schema.keys, key: Array(key.utf8), value: stored.encode())
             }
         }
-        try counts.apply(to: schema.meta, in: txn, subtracting: true)
+        try counts.apply(to: schema.metaRecord(txn), subtracting: true)
         if trimmed > 0 { try renewLease(now: currentMicros(), in: txn) }
         return trimmed
     }
@@ -278,17 +277,14 @@ public final class Compactor: Sendable {
                 let first = try ledger.firstSequence(in: txn)
                 var doomed: [[UInt8]] = []
                 var next: [UInt8]?
-                try txn.withCursor(ledger.schema.keys) { cursor in
-                    var entry = position.isEmpty ? try cursor.first() : try cursor.seek(atLeast: position)
-                    var examined = 0
-                    while let e = entry {
-                        if examined == max(1, policy.chunkSize) * 4 { next = e.key; break }
-                        examined += 1
-                        if let record = KeyRecord.decode(e.value), record.sequence < first, record.time < cutoff {
-                            doomed.append(e.key)
-                        }
-                        entry = try cursor.next()
+                var examined = 0
+                try txn.forEachEntry(ledger.schema.keys, from: position) { e in
+                    if examined == max(1, policy.chunkSize) * 4 { next = e.key; return .stop }
+                    examined += 1
+                    if let record = KeyRecord.decode(e.value), record.sequence < first, record.time < cutoff {
+                        doomed.append(e.key)
                     }
+                    return .next
                 }
                 for key in doomed { try txn.delete(ledger.schema.keys, key: key) }
                 return (doomed.count, next)
@@ -314,7 +310,7 @@ public final class Compactor: Sendable {
 }
 
 /// The last compaction, kept in the meta table for `inspect`.
-struct CompactionRecord: Hashable, Sendable {
+struct CompactionRecord: Hashable, Sendable, MetaStorable {
     var at: Int64
     var snapshot: UInt64
     var trimmedThrough: UInt64
@@ -348,4 +344,13 @@ struct CompactionRecord: Hashable, Sendable {
         guard let a = r.u64be(), let s = r.u64be(), let t = r.u64be(), let n = r.u64be(), let m = r.u64be(), r.remaining == 0 else { return nil }
         return CompactionRecord(at: Int64(bitPattern: a), snapshot: s, trimmedThrough: t, eventsTrimmed: n, micros: m)
     }
+}
+
+extension LeaseRecord: MetaStorable {}
+
+extension Meta {
+    /// The last compaction that did work.
+    static let lastCompaction = MetaField<MetaEncodings.Record<CompactionRecord>>(Schema.MetaKey.lastCompaction)
+    /// The compactor's lease: one compaction at a time across processes.
+    static let compactorLease = MetaField<MetaEncodings.Record<LeaseRecord>>(Schema.MetaKey.compactorLease)
 }

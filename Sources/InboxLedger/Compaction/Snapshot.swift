@@ -92,24 +92,21 @@ extension Ledger {
     /// without a header is one whose deletion was interrupted: never used, removed by the next
     /// compaction.
     func snapshotPrefixes(in txn: Transaction) throws -> [(sequence: UInt64, info: SnapshotInfo?)] {
-        try txn.withCursor(schema.snapshots) { cursor in
-            var found: [(sequence: UInt64, info: SnapshotInfo?)] = []
-            var entry = try cursor.first()
-            while let e = entry {
-                guard e.key.count >= 9, let s = SequenceKey.decode(Array(e.key.prefix(8))) else {
-                    throw LedgerError.corruptStore(path: path, reason: "malformed snapshot row")
-                }
-                var info: SnapshotInfo?
-                // The header (tag 0) sorts first within its snapshot.
-                if e.key[8] == SnapshotCodec.headerTag, let h = SnapshotCodec.Header.decode(e.value) {
-                    info = SnapshotInfo(sequence: h.sequence, createdAt: Timestamp(micros: h.createdAt), rows: Int(h.rows), bytes: Int(h.bytes))
-                }
-                found.append((s, info))
-                guard s < UInt64.max else { break }
-                entry = try cursor.seek(atLeast: SequenceKey.encode(s + 1))
+        var found: [(sequence: UInt64, info: SnapshotInfo?)] = []
+        try txn.forEachEntry(schema.snapshots) { e in
+            guard e.key.count >= 9, let s = SequenceKey.decode(Array(e.key.prefix(8))) else {
+                throw LedgerError.corruptStore(path: path, reason: "malformed snapshot row")
             }
-            return found
+            var info: SnapshotInfo?
+            // The header (tag 0) sorts first within its snapshot.
+            if e.key[8] == SnapshotCodec.headerTag, let h = SnapshotCodec.Header.decode(e.value) {
+                info = SnapshotInfo(sequence: h.sequence, createdAt: Timestamp(micros: h.createdAt), rows: Int(h.rows), bytes: Int(h.bytes))
+            }
+            found.append((s, info))
+            guard s < UInt64.max else { return .stop }
+            return .seek(SequenceKey.encode(s + 1))
         }
+        return found
     }
 
     /// Copies every projection row into a snapshot at the current head, in `txn`. Idempotent.
@@ -150,18 +147,15 @@ extension Ledger {
         var crc: UInt32 = 0
         var rows: UInt64 = 0
         let prefix = SequenceKey.encode(sequence)
-        try txn.withCursor(schema.snapshots) { cursor in
-            var entry = try cursor.seek(atLeast: prefix + [1])
-            while let e = entry, e.key.starts(with: prefix) {
-                guard let table = SnapshotCodec.table(e.key[8]) else {
-                    throw LedgerError.corruptStore(path: path, reason: "snapshot \(sequence) has a row of unknown table \(e.key[8])")
-                }
-                let key = Array(e.key.dropFirst(9))
-                try store.put(table, key, e.value)
-                crc = SnapshotCodec.checksum(crc, tag: e.key[8], key: key, value: e.value)
-                rows += 1
-                entry = try cursor.next()
+        try txn.forEachEntry(schema.snapshots, from: prefix + [1], prefix: prefix) { e in
+            guard let table = SnapshotCodec.table(e.key[8]) else {
+                throw LedgerError.corruptStore(path: path, reason: "snapshot \(sequence) has a row of unknown table \(e.key[8])")
             }
+            let key = Array(e.key.dropFirst(9))
+            try store.put(table, key, e.value)
+            crc = SnapshotCodec.checksum(crc, tag: e.key[8], key: key, value: e.value)
+            rows += 1
+            return .next
         }
         guard rows == header.rows, crc == header.checksum else {
             throw LedgerError.corruptStore(path: path, reason: "snapshot \(sequence) fails its checksum (\(rows) of \(header.rows) rows)")
@@ -173,14 +167,11 @@ extension Ledger {
     func deleteSnapshotRows(_ sequence: UInt64, limit: Int, in txn: Transaction) throws -> Int {
         var deleted = try txn.delete(schema.snapshots, key: SnapshotCodec.rowKey(sequence, SnapshotCodec.headerTag, [])) ? 1 : 0
         let prefix = SequenceKey.encode(sequence)
-        let keys = try txn.withCursor(schema.snapshots) { cursor -> [[UInt8]] in
-            var keys: [[UInt8]] = []
-            var entry = try cursor.seek(atLeast: prefix)
-            while let e = entry, e.key.starts(with: prefix), keys.count < limit {
-                keys.append(e.key)
-                entry = try cursor.next()
-            }
-            return keys
+        var keys: [[UInt8]] = []
+        try txn.forEachEntry(schema.snapshots, from: prefix, prefix: prefix) { e in
+            guard keys.count < limit else { return .stop }
+            keys.append(e.key)
+            return .next
         }
         for key in keys { try txn.delete(schema.snapshots, key: key) }
         deleted += keys.count

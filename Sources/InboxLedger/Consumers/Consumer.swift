@@ -1,21 +1,5 @@
 import LMDB
 
-/// A consumer's row in the `consumers` table.
-struct ConsumerRecord: Hashable, Sendable {
-    /// The last sequence the consumer handled (0: none).
-    var cursor: UInt64
-    /// Last commit or heartbeat, µs since the epoch: the consumer's lease.
-    var lastSeen: Int64
-    var createdAt: Int64
-
-    func encode() -> [UInt8] { U64Fields.encode(cursor, UInt64(bitPattern: lastSeen), UInt64(bitPattern: createdAt)) }
-
-    static func decode(_ bytes: [UInt8]) -> ConsumerRecord? {
-        guard let f = U64Fields.decode(bytes, count: 3) else { return nil }
-        return ConsumerRecord(cursor: f[0], lastSeen: Int64(bitPattern: f[1]), createdAt: Int64(bitPattern: f[2]))
-    }
-}
-
 /// What `ledger consumers` and ``Ledger/consumers()`` report about one consumer.
 public struct ConsumerInfo: Hashable, Sendable, Codable, Identifiable {
     /// Its name.
@@ -49,7 +33,7 @@ public struct ConsumerBatch: Hashable, Sendable, Codable {
 /// let host = try ledger.consumer(named: "host-app")
 /// let batch = try host.next(limit: 100)
 /// var completions: [NewEvent] = []
-/// for event in batch.events where event.type == "widget.action" { /* do the work */ completions.append(...) }
+/// for event in batch.events where event.type == "widget.action" { /* do the work */ completions.append(try completion(event)) }
 /// try host.commit(batch, appending: completions)
 /// ```
 public final class Consumer: Sendable {
@@ -142,21 +126,18 @@ extension Ledger {
 
     func consumers(in txn: Transaction) throws -> [ConsumerInfo] {
         let head = try headSequence(in: txn)
-        return try txn.withCursor(schema.consumers) { cursor in
-            var infos: [ConsumerInfo] = []
-            var entry = try cursor.first()
-            while let e = entry {
-                let name = String(decoding: e.key, as: UTF8.self)
-                guard let record = ConsumerRecord.decode(e.value) else {
-                    throw LedgerError.corruptStore(path: path, reason: "consumer '\(name)' has a malformed record")
-                }
-                infos.append(ConsumerInfo(
-                    name: name, cursor: record.cursor, lag: head > record.cursor ? head - record.cursor : 0,
-                    lastSeen: Timestamp(micros: record.lastSeen), createdAt: Timestamp(micros: record.createdAt)))
-                entry = try cursor.next()
+        var infos: [ConsumerInfo] = []
+        try txn.forEachEntry(schema.consumers) { e in
+            let name = String(decoding: e.key, as: UTF8.self)
+            guard let record = ConsumerRecord.decode(e.value) else {
+                throw LedgerError.corruptStore(path: path, reason: "consumer '\(name)' has a malformed record")
             }
-            return infos
+            infos.append(ConsumerInfo(
+                name: name, cursor: record.cursor, lag: head > record.cursor ? head - record.cursor : 0,
+                lastSeen: Timestamp(micros: record.lastSeen), createdAt: Timestamp(micros: record.createdAt)))
+            return .next
         }
+        return infos
     }
 
     /// Removes a consumer; returns whether it existed.
@@ -164,31 +145,5 @@ extension Ledger {
     public func dropConsumer(named name: String) throws(LedgerError) -> Bool {
         try checkWritable()
         return try write("drop consumer") { txn in try txn.delete(schema.consumers, key: Array(name.utf8)) }
-    }
-
-    func consumerRecord(_ name: String, in txn: Transaction) throws -> ConsumerRecord? {
-        guard let bytes = try txn.get(schema.consumers, key: Array(name.utf8)) else { return nil }
-        guard let record = ConsumerRecord.decode(bytes) else {
-            throw LedgerError.corruptStore(path: path, reason: "consumer '\(name)' has a malformed record")
-        }
-        return record
-    }
-
-    func writeConsumer(_ record: ConsumerRecord, named name: String, in txn: Transaction) throws {
-        var record = record
-        if let existing = try consumerRecord(name, in: txn) { record.createdAt = existing.createdAt }
-        try txn.put(schema.consumers, key: Array(name.utf8), value: record.encode())
-    }
-
-    /// Pass-1 check of a cursor commit: nil when it may proceed.
-    func checkCursor(_ commit: CursorCommit, head: UInt64, in txn: Transaction) throws -> LedgerError? {
-        guard let record = try consumerRecord(commit.name, in: txn) else { return .unknownConsumer(name: commit.name) }
-        if record.cursor != commit.expected {
-            return .consumerConflict(name: commit.name, expected: commit.expected, actual: record.cursor)
-        }
-        if commit.through < commit.expected || commit.through > head {
-            return .invalidArgument(name: "cursor move", reason: "cannot move from \(commit.expected) to \(commit.through) (head \(head))")
-        }
-        return nil
     }
 }

@@ -10,7 +10,7 @@
 /// the app), so nothing is skipped; once committed, it is never read again.
 ///
 /// ```swift
-/// let host = try ledger.consumer(named: "host-app")
+/// let host = try await ledger.consumer(named: "host-app")
 /// for try await batch in host.batches(limit: 50) {
 ///     var completions: [NewEvent] = []
 ///     for event in batch.events where event.type == BuiltInEventType.widgetAction.rawValue {

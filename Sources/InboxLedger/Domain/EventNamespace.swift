@@ -57,6 +57,11 @@ extension Schema.MetaKey {
     static func builtInSince(_ type: BuiltInEventType) -> [UInt8] { Array("builtin-since:\(type.rawValue)".utf8) }
 }
 
+extension Meta {
+    /// The first sequence from which events named `type` are built-in (``BuiltInBoundaries``).
+    static func builtInSince(_ type: BuiltInEventType) -> MetaField<MetaEncodings.U64BE> { MetaField(Schema.MetaKey.builtInSince(type)) }
+}
+
 /// From which sequence each later built-in type is interpreted as built-in in one ledger: the
 /// events stored before that under the same name were appended by a library that knew the
 /// name only as a custom type (and did not validate it), so replay keeps them custom.
@@ -80,7 +85,7 @@ extension Ledger {
     func builtInBoundaries(in txn: Transaction) throws -> BuiltInBoundaries {
         var since: [BuiltInEventType: UInt64] = [:]
         for type in BuiltInEventType.allCases where !type.isOriginal {
-            if let first = try txn.readUInt64(schema.meta, Schema.MetaKey.builtInSince(type)) { since[type] = first }
+            if let first = try schema.metaRecord(txn).get(Meta.builtInSince(type)) { since[type] = first }
         }
         return BuiltInBoundaries(since: since)
     }
@@ -93,8 +98,8 @@ extension Ledger {
     func recordBuiltInTypes(in txn: Transaction) throws {
         let next = try headSequence(in: txn) + 1
         for type in BuiltInEventType.allCases where !type.isOriginal {
-            let key = Schema.MetaKey.builtInSince(type)
-            if try txn.get(schema.meta, key: key) == nil { try txn.writeUInt64(schema.meta, key, next) }
+            let meta = schema.metaRecord(txn)
+            if try !meta.contains(Meta.builtInSince(type)) { try meta.put(Meta.builtInSince(type), next) }
         }
     }
 
@@ -102,7 +107,7 @@ extension Ledger {
     func recordBuiltInTypes() throws(LedgerError) {
         let missing = try read("read the built-in types") { txn in
             for type in BuiltInEventType.allCases where !type.isOriginal {
-                if try txn.get(schema.meta, key: Schema.MetaKey.builtInSince(type)) == nil { return true }
+                if try !schema.metaRecord(txn).contains(Meta.builtInSince(type)) { return true }
             }
             return false
         }

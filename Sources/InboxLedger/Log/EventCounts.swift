@@ -7,26 +7,23 @@ struct EventCounts {
     private var byType: [String: UInt64] = [:]
     private var byRole: [String: UInt64] = [:]
 
-    /// Where a counter lives: `meta`, under this prefix.
-    static let metaPrefix = Array("count:".utf8)
-
     mutating func count(type: String, role: String) {
         byType[type, default: 0] += 1
         byRole[role, default: 0] += 1
     }
 
     /// Adds the counts to `meta`, or subtracts them (a count that reaches 0 is removed).
-    func apply(to meta: Database, in txn: Transaction, subtracting: Bool = false) throws {
+    func apply(to meta: MetaRecord, subtracting: Bool = false) throws {
         let deltas = byType.map { ("t:" + $0.key, $0.value) } + byRole.map { ("o:" + $0.key, $0.value) }
         for (name, delta) in deltas {
-            let key = Self.metaPrefix + Array(name.utf8)
-            let current = try txn.readUInt64(meta, key) ?? 0
+            let field = Meta.count(name)
+            let current = try meta.get(field) ?? 0
             if !subtracting {
-                try txn.writeUInt64(meta, key, current + delta)
+                try meta.put(field, current + delta)
             } else if current > delta {
-                try txn.writeUInt64(meta, key, current - delta)
+                try meta.put(field, current - delta)
             } else {
-                try txn.delete(meta, key: key)
+                try meta.delete(field)
             }
         }
     }
@@ -39,25 +36,18 @@ struct EventCounts {
         var byType: [String: UInt64] = [:]
         var byRole: [String: UInt64] = [:]
         func add(_ name: ArraySlice<UInt8>, _ value: [UInt8]) {
-            var r = ByteReader(value)
-            guard value.count == 8, let count = r.u64be(), count > 0 else { return }
+            guard let count = MetaEncodings.U64BE.decode(value), count > 0 else { return }
             let text = String(decoding: name.dropFirst(2), as: UTF8.self)
             if name.starts(with: "t:".utf8) { byType[text, default: 0] += count }
             if name.starts(with: "o:".utf8) { byRole[text, default: 0] += count }
         }
-        try txn.withCursor(meta) { cursor in
-            var entry = try cursor.seek(atLeast: metaPrefix)
-            while let e = entry, e.key.starts(with: metaPrefix) {
-                add(e.key[metaPrefix.count...], e.value)
-                entry = try cursor.next()
-            }
+        try txn.forEachEntry(meta, from: Meta.countPrefix, prefix: Meta.countPrefix) { e in
+            add(e.key[Meta.countPrefix.count...], e.value)
+            return .next
         }
-        try txn.withCursor(legacy) { cursor in
-            var entry = try cursor.first()
-            while let e = entry {
-                add(e.key[...], e.value)
-                entry = try cursor.next()
-            }
+        try txn.forEachEntry(legacy) { e in
+            add(e.key[...], e.value)
+            return .next
         }
         return (byType, byRole)
     }

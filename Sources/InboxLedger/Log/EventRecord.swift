@@ -84,38 +84,43 @@ enum EventRecord {
 
     /// Decodes `bytes`, stored under `sequence`. Never traps, whatever the bytes.
     static func decode(_ bytes: [UInt8], sequence: UInt64) -> Result<Event, DecodeError> {
-        bytes.withUnsafeBytes { decode(borrowing: $0, sequence: sequence) }
+        bytes.withUnsafeBytes { decode(borrowing: RawSpan(_unsafeBytes: $0), sequence: sequence) }
     }
 
-    /// Decodes a record in place (bytes borrowed from LMDB's memory inside the read
-    /// transaction): the header is read where it lies, the checksum computed over it, and only
-    /// the texts and the payload are copied out, once. Never traps, whatever the bytes.
-    static func decode(borrowing bytes: UnsafeRawBufferPointer, sequence: UInt64) -> Result<Event, DecodeError> {
-        guard bytes.count >= headerSize + trailerSize else { return .failure(.tooShort(bytes.count)) }
-        func u16(_ at: Int) -> Int { Int(UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt16.self))) }
-        func u32(_ at: Int) -> UInt32 { UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt32.self)) }
-        func u64(_ at: Int) -> UInt64 { UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt64.self)) }
-        let v = bytes[0], flags = bytes[1]
+    /// Decodes a record in place (a span of LMDB's memory inside the read transaction, which
+    /// cannot outlive the call): the header is read where it lies, the checksum computed over
+    /// it, and only the texts and the payload are copied out, once. Never traps, whatever the
+    /// bytes (every read lies inside the length checked first).
+    static func decode(borrowing bytes: RawSpan, sequence: UInt64) -> Result<Event, DecodeError> {
+        let count = bytes.byteCount
+        guard count >= headerSize + trailerSize else { return .failure(.tooShort(count)) }
+        func u8(_ at: Int) -> UInt8 { bytes.unsafeLoad(fromByteOffset: at, as: UInt8.self) }
+        func u16(_ at: Int) -> Int { Int(UInt16(littleEndian: bytes.unsafeLoadUnaligned(fromByteOffset: at, as: UInt16.self))) }
+        func u32(_ at: Int) -> UInt32 { UInt32(littleEndian: bytes.unsafeLoadUnaligned(fromByteOffset: at, as: UInt32.self)) }
+        func u64(_ at: Int) -> UInt64 { UInt64(littleEndian: bytes.unsafeLoadUnaligned(fromByteOffset: at, as: UInt64.self)) }
+        let v = u8(0), flags = u8(1)
         let typeLength = u16(2), roleLength = u16(4), keyLength = u16(6)
         let pid = u32(8), payloadLength = Int(u32(12)), timestamp = u64(16), storedSequence = u64(24)
         guard v == version else { return .failure(.unsupportedVersion(v)) }
         let expected = headerSize + typeLength + roleLength + keyLength + payloadLength + trailerSize
-        guard expected == bytes.count else { return .failure(.lengthMismatch(expected: expected, actual: bytes.count)) }
-        let body = bytes.count - trailerSize
+        guard expected == count else { return .failure(.lengthMismatch(expected: expected, actual: count)) }
+        let body = count - trailerSize
         let stored = u32(body)
-        let computed = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[0..<body]))
+        let computed = bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[0..<body])) }
         guard stored == computed else { return .failure(.checksumMismatch(stored: stored, computed: computed)) }
         guard flags & ~flagHasKey == 0 else { return .failure(.invalidFlags(flags)) }
         guard storedSequence == sequence else { return .failure(.sequenceMismatch(stored: storedSequence)) }
         var at = headerSize
         func text(_ length: Int) -> String? {
             defer { at += length }
-            return String(utf8: UnsafeRawBufferPointer(rebasing: bytes[at..<(at + length)]).assumingMemoryBound(to: UInt8.self))
+            let range = at..<(at + length)
+            return bytes.withUnsafeBytes { String(utf8: UnsafeRawBufferPointer(rebasing: $0[range]).assumingMemoryBound(to: UInt8.self)) }
         }
         guard let type = text(typeLength) else { return .failure(.invalidText("type")) }
         guard let role = text(roleLength) else { return .failure(.invalidText("origin role")) }
         guard let keyText = text(keyLength) else { return .failure(.invalidText("key")) }
-        let payload = [UInt8](UnsafeRawBufferPointer(rebasing: bytes[at..<(at + payloadLength)]))
+        let payloadRange = at..<(at + payloadLength)
+        let payload = bytes.withUnsafeBytes { [UInt8](UnsafeRawBufferPointer(rebasing: $0[payloadRange])) }
         return .success(Event(
             sequence: sequence, timestampMicros: Int64(bitPattern: timestamp),
             origin: Origin(role: role, pid: Int32(bitPattern: pid)), type: type,

@@ -1,11 +1,4 @@
 import LMDB
-import Synchronization
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// One caller's batch waiting for a commit. Immutable: its outcome lives in the commit
 /// queue's locked state, never in the request (a result once written outside the lock while
@@ -72,8 +65,9 @@ final class CommitQueue: Sendable {
         }
     }
 
-    private let state = Mutex(State())
-    private let wakeup = Condition()
+    /// The queue's state, and the condition its waiters wait on: a caller waiting for its
+    /// outcome, the async leader waiting for another leader to finish.
+    private let state = ConditionLock(State())
     /// Leads the commits of async requests (a blocking caller may lead them too).
     private let asyncLeader = OffPoolWorker()
 
@@ -98,14 +92,23 @@ final class CommitQueue: Sendable {
     private func lead(_ batch: [Pending], commit: ([CommitRequest]) -> [Result<AppendReceipt, LedgerError>]) {
         let outcomes = commit(batch.map(\.request))
         var completions: [(Completion, Result<AppendReceipt, any Error>)] = []
-        state.withLock { s in
+        state.withLockWakingWaiters { s in
             for (entry, outcome) in zip(batch, outcomes) {
                 if let completion = entry.completion { completions.append((completion, outcome.mapError { $0 })) } else { s.outcomes[entry.ticket] = outcome }
             }
             s.leaderActive = false
         }
-        wakeup.broadcast()
         for (completion, outcome) in completions { completion(outcome) }
+    }
+
+    /// What a waiting caller does next.
+    private enum Step {
+        /// Its outcome is published: return it.
+        case done(Result<AppendReceipt, LedgerError>)
+        /// No leader was active: it leads this batch.
+        case lead([Pending])
+        /// Wait again.
+        case again
     }
 
     /// Enqueues `request` and returns once a commit holding it (or its failure) is final.
@@ -120,15 +123,16 @@ final class CommitQueue: Sendable {
             return s.nextTicket
         }
         while true {
-            let batch = state.withLock { s -> [Pending]? in
-                if s.outcomes[ticket] != nil { return nil }
-                return Self.takeBatch(&s, maxEvents: maxEvents)
+            // Until this request's outcome is published or no leader is active (then this
+            // caller leads the next batch, which holds its request).
+            let next = state.withLock(when: { s in s.outcomes[ticket] != nil || !s.leaderActive }) { s -> Step in
+                if let done = s.outcomes.removeValue(forKey: ticket) { return .done(done) }
+                return Self.takeBatch(&s, maxEvents: maxEvents).map(Step.lead) ?? .again
             }
-            if let batch {
-                lead(batch, commit: commit)
-            } else {
-                if let done = state.withLock({ $0.outcomes.removeValue(forKey: ticket) }) { return done }
-                wakeup.wait { self.state.withLock { s in s.outcomes[ticket] != nil || !s.leaderActive } }
+            switch next {
+            case .done(let outcome): return outcome
+            case .lead(let batch): lead(batch, commit: commit)
+            case .again: continue
             }
         }
     }
@@ -161,95 +165,33 @@ final class CommitQueue: Sendable {
         completion?(.failure(CancellationError()))
     }
 
+    /// What the async leader does next.
+    private enum AsyncStep {
+        /// No async request waits.
+        case finished
+        case lead([Pending], Commit)
+        case again
+    }
+
     /// A job of the async leader: leads commits while async requests wait, waiting for any
     /// other leader to finish first. Jobs posted while one runs find nothing left and return.
     private func leadAsyncRequests(maxEvents: Int) {
         while true {
-            let next = state.withLock { s -> (batch: [Pending], commit: Commit)?? in
+            // Another leader is active: sleep until it finishes (it wakes the waiters).
+            let next = state.withLock(when: { s in s.asyncPendingCount == 0 || !s.leaderActive }) { s -> AsyncStep in
                 guard s.asyncPendingCount > 0 else {
                     // Do not keep the submitter's handle (and so its files) alive while nothing waits.
                     s.asyncCommit = nil
-                    return .some(nil)
+                    return .finished
                 }
-                guard let commit = s.asyncCommit, let batch = Self.takeBatch(&s, maxEvents: maxEvents) else { return nil }
-                return .some((batch, commit))
+                guard let commit = s.asyncCommit, let batch = Self.takeBatch(&s, maxEvents: maxEvents) else { return .again }
+                return .lead(batch, commit)
             }
             switch next {
-            case .some(nil):
-                return
-            case .some(let work?):
-                lead(work.batch, commit: work.commit)
-            case .none:
-                // Another leader is active: sleep until it finishes (it broadcasts).
-                wakeup.wait { self.state.withLock { s in s.asyncPendingCount == 0 || !s.leaderActive } }
+            case .finished: return
+            case .lead(let batch, let commit): lead(batch, commit: commit)
+            case .again: continue
             }
         }
-    }
-}
-
-/// A condition variable for threads (not tasks): `wait` blocks the calling thread until
-/// `predicate` holds after a `broadcast`.
-final class Condition: @unchecked Sendable {
-    // @unchecked: the pthread mutex and condition synchronise themselves; they live at stable
-    // heap addresses for the object's lifetime.
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    private var generation = 0
-
-    init() {
-        mutex.initialize(to: pthread_mutex_t())
-        cond.initialize(to: pthread_cond_t())
-        Condition.check(pthread_mutex_init(mutex, nil), "pthread_mutex_init")
-        Condition.check(pthread_cond_init(cond, nil), "pthread_cond_init")
-    }
-
-    deinit {
-        pthread_cond_destroy(cond)
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-        cond.deallocate()
-    }
-
-    /// A pthread call's result, which can only be an error through a bug (swift-nio's rule).
-    private static func check(_ code: Int32, _ call: StaticString) {
-        precondition(code == 0, "\(call) failed: \(code)")
-    }
-
-    func broadcast() {
-        Condition.check(pthread_mutex_lock(mutex), "pthread_mutex_lock")
-        generation &+= 1
-        Condition.check(pthread_cond_broadcast(cond), "pthread_cond_broadcast")
-        Condition.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock")
-    }
-
-    /// Blocks until `predicate()` is true or `timeoutSeconds` passed; returns whether it is true.
-    @discardableResult
-    func wait(timeoutSeconds: Double, until predicate: () -> Bool) -> Bool {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        let total = Int(now.tv_nsec) + Int(timeoutSeconds * 1_000_000_000)
-        var deadline = timespec(tv_sec: now.tv_sec + total / 1_000_000_000, tv_nsec: total % 1_000_000_000)
-        Condition.check(pthread_mutex_lock(mutex), "pthread_mutex_lock")
-        defer { Condition.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock") }
-        while !predicate() {
-            let seen = generation
-            while generation == seen {
-                let code = pthread_cond_timedwait(cond, mutex, &deadline)
-                if code == ETIMEDOUT { return predicate() }
-                precondition(code == 0, "pthread_cond_timedwait failed: \(code)")
-            }
-        }
-        return true
-    }
-
-    /// Blocks until `predicate()` is true. The predicate is re-checked after every broadcast;
-    /// a broadcast between the check and the wait is not lost (generation counter).
-    func wait(until predicate: () -> Bool) {
-        Condition.check(pthread_mutex_lock(mutex), "pthread_mutex_lock")
-        while !predicate() {
-            let seen = generation
-            while generation == seen { Condition.check(pthread_cond_wait(cond, mutex), "pthread_cond_wait") }
-        }
-        Condition.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock")
     }
 }

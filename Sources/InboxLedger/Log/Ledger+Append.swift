@@ -238,121 +238,19 @@ extension Ledger {
     /// returning each request's outcome. A request that fails its checks (idempotency conflict,
     /// consumer conflict) fails alone.
     func commit(_ batch: [CommitRequest]) -> [Result<AppendReceipt, LedgerError>] {
-        let durability = batch.map(\.durability.lmdb).reduce(Durability.none) { $0.strongest($1) }
+        // The strongest durability any request of the group asked for.
+        let durability = batch.map(\.durability).reduce(LedgerDurability.none) { $0.atLeast($1) }
         let outcomes: [Result<AppendReceipt, LedgerError>]
         do {
             // The leader's own write timeout applies to the whole group.
-            outcomes = try environment.write(timeoutMilliseconds: Ledger.milliseconds(options.writeTimeout), durability: durability) { txn in
-                try write(batch, in: txn)
-            }
+            outcomes = try store.write("append", durability: durability) { txn in try AppendTransaction(self, txn).run(batch) }
         } catch {
-            outcomes = Array(repeating: .failure(writeError(error, operation: "append")), count: batch.count)
+            outcomes = Array(repeating: .failure(error), count: batch.count)
         }
         changeMonitor.poke()
         // Slots left by killed readers would pin pages and fill the table: clear them now and then.
         // Best effort: the commit is done; a failed check is retried at the next interval.
-        if commitQueue.readerCheckDue() { _ = try? environment.clearStaleReaders() }
+        if commitQueue.readerCheckDue() { _ = try? store.clearStaleReaders() }
         return outcomes
-    }
-
-    private func write(_ batch: [CommitRequest], in txn: Transaction) throws -> [Result<AppendReceipt, LedgerError>] {
-        let startHead = try headSequence(in: txn)
-        var head = startHead
-        let now = options.clock.now().micros
-        let projector = try Projector(store: schema.store(txn))
-        var counts = EventCounts()
-        var outcomes: [Result<AppendReceipt, LedgerError>] = []
-        outcomes.reserveCapacity(batch.count)
-        for request in batch {
-            // Pass 1: checks that write nothing, so a failing request leaves no trace.
-            if let expected = request.expectedHead, expected != head {
-                outcomes.append(.failure(.headMoved(expected: expected, actual: head)))
-                continue
-            }
-            if let cursor = request.cursor, let failure = try checkCursor(cursor, head: head, in: txn) {
-                outcomes.append(.failure(failure))
-                continue
-            }
-            let resolved: [UInt64?]
-            switch try resolveKeys(request.events, in: txn) {
-            case .failure(let conflict):
-                outcomes.append(.failure(conflict))
-                continue
-            case .success(let r):
-                resolved = r
-            }
-            // Pass 2: write the new events and apply them; duplicates get the original's sequence.
-            var receipt = AppendReceipt(sequences: [], notes: [])
-            receipt.sequences.reserveCapacity(request.events.count)
-            receipt.replayed.reserveCapacity(request.events.count)
-            var firstInBatch: [String: UInt64] = [:]
-            for (event, existing) in zip(request.events, resolved) {
-                if let existing, existing != 0 {
-                    receipt.sequences.append(existing)
-                    receipt.replayed.append(true)
-                    continue
-                }
-                if existing == 0, let key = event.key, let first = firstInBatch[key] {
-                    receipt.sequences.append(first)
-                    receipt.replayed.append(true)
-                    continue
-                }
-                head += 1
-                let stored = Event(sequence: head, timestampMicros: now, origin: request.origin,
-                                   type: event.type, key: event.key, payload: event.payload)
-                try txn.put(schema.events, key: SequenceKey.encode(head), value: EventRecord.encode(stored), flags: .append)
-                if let key = event.key {
-                    try txn.put(schema.keys, key: Array(key.utf8), value: KeyRecord(sequence: head, digest: event.digest, time: now).encode())
-                    firstInBatch[key] = head
-                }
-                receipt.notes += try projector.apply(stored, event.domain)
-                counts.count(type: event.type, role: request.origin.role)
-                receipt.sequences.append(head)
-                receipt.replayed.append(false)
-            }
-            if let cursor = request.cursor {
-                try writeConsumer(ConsumerRecord(cursor: cursor.through, lastSeen: now, createdAt: now), named: cursor.name, in: txn)
-            }
-            outcomes.append(.success(receipt))
-        }
-        try projector.finish()
-        // A commit that appended nothing (a consumer's cursor move, a heartbeat, only retries)
-        // leaves `meta` alone: one page fewer to write and sync. The head and the counters
-        // share `meta`'s leaf: an append dirties one page for both.
-        if head != startHead { try txn.writeUInt64(schema.meta, Schema.MetaKey.head, head) }
-        try counts.apply(to: schema.meta, in: txn)
-        return outcomes
-    }
-
-    /// Looks up each event's idempotency key: the stored sequence of a retry, 0 for a repeat of
-    /// an earlier event of the same batch, nil for a new event; or the conflict.
-    private func resolveKeys(_ events: [PreparedEvent], in txn: Transaction) throws -> Result<[UInt64?], LedgerError> {
-        var resolved: [UInt64?] = []
-        resolved.reserveCapacity(events.count)
-        var batchKeys: [String: (sequence: UInt64?, digest: UInt64)] = [:]
-        for (index, event) in events.enumerated() {
-            guard let key = event.key else { resolved.append(nil); continue }
-            if let seen = batchKeys[key] {
-                guard seen.digest == event.digest else {
-                    return .failure(.invalidEvent(index: index, field: "key", reason: "'\(key)' is used twice in the batch with different content"))
-                }
-                resolved.append(seen.sequence ?? 0)
-                continue
-            }
-            if let stored = try txn.get(schema.keys, key: Array(key.utf8)) {
-                guard let record = KeyRecord.decode(stored) else {
-                    throw LedgerError.corruptStore(path: path, reason: "idempotency record for key '\(key)' is malformed")
-                }
-                guard record.digest == event.digest else {
-                    return .failure(.idempotencyConflict(key: key, existingSequence: record.sequence))
-                }
-                batchKeys[key] = (record.sequence, record.digest)
-                resolved.append(record.sequence)
-            } else {
-                batchKeys[key] = (nil, event.digest)
-                resolved.append(nil)
-            }
-        }
-        return .success(resolved)
     }
 }

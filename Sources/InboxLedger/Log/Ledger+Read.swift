@@ -23,10 +23,10 @@ extension Ledger {
             events.reserveCapacity(min(limit, 4096))
             // Each record is decoded where LMDB keeps it; only the event's own fields are copied.
             try cursor.scan(from: SequenceKey.encode(sequence + 1)) { key, value in
-                guard key.count == 8 else {
-                    throw LedgerError.corruptStore(path: path, reason: "malformed event key of \(key.count) bytes")
+                guard key.byteCount == 8 else {
+                    throw LedgerError.corruptStore(path: path, reason: "malformed event key of \(key.byteCount) bytes")
                 }
-                let seq = UInt64(bigEndian: key.loadUnaligned(as: UInt64.self))
+                let seq = UInt64(bigEndian: key.unsafeLoadUnaligned(as: UInt64.self))
                 switch EventRecord.decode(borrowing: value, sequence: seq) {
                 case .success(let event): events.append(event)
                 case .failure(let error): throw LedgerError.corruptRecord(sequence: seq, reason: error.description)
@@ -65,7 +65,7 @@ extension Ledger {
 
     /// The last sequence ever assigned, as `txn` sees it.
     func headSequence(in txn: Transaction) throws -> UInt64 {
-        try txn.readUInt64(schema.meta, Schema.MetaKey.head) ?? 0
+        try schema.metaRecord(txn).get(Meta.head) ?? 0
     }
 
     /// The lowest sequence in the log as `txn` sees it (`head + 1` when the log is empty).

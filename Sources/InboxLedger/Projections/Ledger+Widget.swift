@@ -151,34 +151,21 @@ extension Ledger {
     /// ```
     public func widgetList(limit: Int = 10, now: Timestamp? = nil) throws(LedgerError) -> WidgetList {
         let now = now ?? options.clock.now()
+        return try read("read widget list") { txn in try widgetModel.list(schema.store(txn), limit: limit, now: now) }
+    }
+
+    /// The widget's list and its pending actions (up to `actionsLimit`) from ONE snapshot, so
+    /// that the list's counts and the actions shown agree (`ledger widget`).
+    package func widgetSnapshot(limit: Int = 10, actionsLimit: Int = 1000, now: Timestamp? = nil) throws(LedgerError) -> (list: WidgetList, actions: [PendingAction]) {
+        let now = now ?? options.clock.now()
         return try read("read widget list") { txn in
             let store = schema.store(txn)
-            let state = try ProjectionState.load(from: store)
-            if let kept = widgetCache.list(state: state, limit: limit, now: now.micros) { return kept }
-            let (expiredUnread, nextExpiry) = try expiredUnread(store, now: now.micros)
-            var items: [WidgetItem] = []
-            if limit > 0 {
-                try store.scan(.widget, from: []) { key, value in
-                    guard let record = MessageRecord.decode(value) else {
-                        throw LedgerError.corruptStore(path: path, reason: "widget row \(key.count) bytes is malformed")
-                    }
-                    if let e = record.expiresAt, e <= now.micros { return true }
-                    items.append(WidgetItem(
-                        id: record.id, title: record.title, subheading: record.subheading, iconURL: record.iconURL,
-                        sentAt: Timestamp(micros: record.sentAt), expiresAt: record.expiresAt.map(Timestamp.init(micros:)),
-                        read: record.isRead))
-                    return items.count < limit
-                }
-            }
-            let unread = max(0, state.unread - expiredUnread)
-            let list = WidgetList(
-                items: items, unreadCount: Int(unread), announced: Int(state.announced), badge: Int(state.badge(unread: unread)),
-                version: state.version, updatedAt: state.version == 0 ? nil : Timestamp(micros: state.updatedAt),
-                pendingActions: Int(state.pendingCount), nextExpiry: nextExpiry.map(Timestamp.init(micros:)))
-            widgetCache.keep(list, state: state, limit: limit, now: now.micros)
-            return list
+            return (try widgetModel.list(store, limit: limit, now: now), try widgetModel.pendingActions(store, limit: actionsLimit))
         }
     }
+
+    /// The widget's reads over this ledger's projections, with the list kept by the process.
+    var widgetModel: WidgetReadModel { WidgetReadModel(cache: widgetCache, path: path) }
 
     /// The app badge at `now` (by default the ledger's ``LedgerOptions/clock``).
     public func badge(now: Timestamp? = nil) throws(LedgerError) -> Int {
@@ -198,16 +185,7 @@ extension Ledger {
 
     /// A message with both read flags, or nil if the inbox does not hold it.
     public func message(id: String) throws(LedgerError) -> MessageState? {
-        try read("read message") { txn in
-            guard let bytes = try schema.store(txn).get(.messages, Array(id.utf8)) else { return nil }
-            guard let r = MessageRecord.decode(bytes) else {
-                throw LedgerError.corruptStore(path: path, reason: "message '\(id)' is malformed")
-            }
-            return MessageState(
-                id: r.id, title: r.title, subheading: r.subheading, iconURL: r.iconURL, sentAt: Timestamp(micros: r.sentAt),
-                expiresAt: r.expiresAt.map(Timestamp.init(micros:)), extras: r.extras, serverRead: r.serverRead,
-                localRead: r.localRead, read: r.isRead, changedAt: r.changedAt)
-        }
+        try read("read message") { txn in try widgetModel.message(schema.store(txn), id: id) }
     }
 
     /// Messages removed here or announced by pushes that no listing has settled yet, by id.
@@ -220,54 +198,12 @@ extension Ledger {
     /// ```
     public func localChanges(limit: Int = 1000) throws(LedgerError) -> [LocalChange] {
         guard limit > 0 else { return [] }
-        return try read("read local changes") { txn in
-            var changes: [LocalChange] = []
-            try schema.store(txn).scan(.local, from: []) { key, value in
-                guard let r = LocalMessageRecord.decode(value) else {
-                    throw LedgerError.corruptStore(path: path, reason: "local change row '\(String(decoding: key, as: UTF8.self))' is malformed")
-                }
-                let kind: LocalChange.Kind = switch r.standing {
-                case .removed: .removed
-                case .announced: .announced
-                }
-                changes.append(LocalChange(id: String(decoding: key, as: UTF8.self), kind: kind, localRead: r.localRead, changedAt: r.changedAt))
-                return changes.count < limit
-            }
-            return changes
-        }
+        return try read("read local changes") { txn in try widgetModel.localChanges(schema.store(txn), limit: limit) }
     }
 
     /// Pending actions in the order they were recorded.
     public func pendingActions(limit: Int = 100) throws(LedgerError) -> [PendingAction] {
         guard limit > 0 else { return [] }
-        return try read("read pending actions") { txn in
-            var actions: [PendingAction] = []
-            try schema.store(txn).scan(.actions, from: []) { key, value in
-                guard let seq = SequenceKey.decode(key), let r = ActionRecord.decode(value) else {
-                    throw LedgerError.corruptStore(path: path, reason: "pending action row is malformed")
-                }
-                actions.append(PendingAction(
-                    sequence: seq, actionID: r.actionID, kind: r.kind, target: r.target, name: r.name,
-                    payload: r.payload, origin: r.role, recordedAt: Timestamp(micros: r.recordedAt)))
-                return actions.count < limit
-            }
-            return actions
-        }
-    }
-
-    /// Unread messages that expired since the last event (hidden from reads already), and the
-    /// next expiry still ahead.
-    private func expiredUnread(_ store: some ProjectionStore, now: Int64) throws -> (Int64, Int64?) {
-        var count: Int64 = 0
-        var next: Int64?
-        try store.scan(.expiry, from: []) { key, _ in
-            guard let at = TimeKey.decodeAscending(key[...]) else { return false }
-            if at > now { next = at; return false }
-            if let bytes = try store.get(.messages, Array(key.dropFirst(8))), let r = MessageRecord.decode(bytes), !r.isRead {
-                count += 1
-            }
-            return true
-        }
-        return (count, next)
+        return try read("read pending actions") { txn in try widgetModel.pendingActions(schema.store(txn), limit: limit) }
     }
 }

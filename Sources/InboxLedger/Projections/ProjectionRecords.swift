@@ -47,6 +47,45 @@ enum TimeKey {
     static func expiryKey(expiresAt: Int64, id: String) -> [UInt8] { ascending(expiresAt) + Array(id.utf8) }
 }
 
+/// The flags byte of a stored message row (docs/format.md): which optional fields it holds
+/// and its read flags. The bit values are the on-disk format (ProjectionRecordTests pins them).
+struct MessageFlags: OptionSet, Hashable, Sendable {
+    let rawValue: UInt8
+    static let hasSubheading = MessageFlags(rawValue: 1 << 0)
+    static let hasIconURL = MessageFlags(rawValue: 1 << 1)
+    static let hasExpiry = MessageFlags(rawValue: 1 << 2)
+    static let serverRead = MessageFlags(rawValue: 1 << 3)
+    /// A local read override is set ...
+    static let hasLocalRead = MessageFlags(rawValue: 1 << 4)
+    /// ... and says read.
+    static let localRead = MessageFlags(rawValue: 1 << 5)
+    /// Both bits of the local override.
+    static let localReadBits: MessageFlags = [.hasLocalRead, .localRead]
+    /// Every read flag (what a listing that settles a local change may rewrite).
+    static let readBits: MessageFlags = [.serverRead, .hasLocalRead, .localRead]
+
+    /// The bits of a local read override.
+    init(localRead: Bool?) {
+        switch localRead {
+        case nil: self = []
+        case false?: self = .hasLocalRead
+        case true?: self = .localReadBits
+        }
+    }
+
+    init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    /// The local read override these flags hold.
+    var localReadValue: Bool? { contains(.hasLocalRead) ? contains(.localRead) : nil }
+}
+
+/// The flags byte of a stored action row: which optional fields it holds (on-disk values).
+struct ActionFlags: OptionSet, Hashable, Sendable {
+    let rawValue: UInt8
+    static let hasTarget = ActionFlags(rawValue: 1 << 0)
+    static let hasName = ActionFlags(rawValue: 1 << 1)
+}
+
 /// A message as the projections keep it: the server's fields and both read flags.
 struct MessageRecord: Hashable, Sendable {
     var id: String
@@ -70,14 +109,13 @@ struct MessageRecord: Hashable, Sendable {
 
     func encode() -> [UInt8] {
         var w = ByteWriter(capacity: 64 + title.utf8.count + (subheading?.utf8.count ?? 0) + (iconURL?.utf8.count ?? 0))
-        var flags: UInt8 = 0
-        if subheading != nil { flags |= 1 }
-        if iconURL != nil { flags |= 2 }
-        if expiresAt != nil { flags |= 4 }
-        if serverRead { flags |= 8 }
-        flags |= Self.localReadBits(localRead)
+        var flags = MessageFlags(localRead: localRead)
+        if subheading != nil { flags.formUnion(.hasSubheading) }
+        if iconURL != nil { flags.formUnion(.hasIconURL) }
+        if expiresAt != nil { flags.formUnion(.hasExpiry) }
+        if serverRead { flags.formUnion(.serverRead) }
         w.u8(Self.version)
-        w.u8(flags)
+        w.u8(flags.rawValue)
         w.u64le(UInt64(bitPattern: sentAt))
         w.u64le(UInt64(bitPattern: expiresAt ?? 0))
         w.u64le(changedAt)
@@ -118,12 +156,13 @@ struct MessageRecord: Hashable, Sendable {
 
         /// Reads the fixed fields at the front of a stored row (version, flags, dates,
         /// `changedAt`): the header, and the flags for what follows.
-        static func read(_ r: inout ByteReader) -> (Header, flags: UInt8)? {
-            guard r.u8() == MessageRecord.version, let flags = r.u8(), let sent = r.u64le(), let expires = r.u64le(),
+        static func read(_ r: inout ByteReader) -> (Header, flags: MessageFlags)? {
+            guard r.u8() == MessageRecord.version, let byte = r.u8(), let sent = r.u64le(), let expires = r.u64le(),
                   let changed = r.u64le()
             else { return nil }
-            let header = Header(sentAt: Int64(bitPattern: sent), expiresAt: flags & 4 != 0 ? Int64(bitPattern: expires) : nil,
-                                serverRead: flags & 8 != 0, localRead: flags & 16 != 0 ? flags & 32 != 0 : nil, changedAt: changed)
+            let flags = MessageFlags(rawValue: byte)
+            let header = Header(sentAt: Int64(bitPattern: sent), expiresAt: flags.contains(.hasExpiry) ? Int64(bitPattern: expires) : nil,
+                                serverRead: flags.contains(.serverRead), localRead: flags.localReadValue, changedAt: changed)
             return (header, flags)
         }
 
@@ -147,22 +186,16 @@ struct MessageRecord: Hashable, Sendable {
     /// Sets the local read flag in stored bytes `encode()` wrote, in place (its two bits of
     /// the flags byte, which follows the version).
     static func setLocalRead(_ localRead: Bool?, in bytes: inout [UInt8]) {
-        bytes[1] = bytes[1] & ~(16 | 32) | localReadBits(localRead)
-    }
-
-    /// The flag bits of a local read override: 16 when set, 32 when it says read.
-    private static func localReadBits(_ localRead: Bool?) -> UInt8 {
-        switch localRead {
-        case nil: 0
-        case false?: 16
-        case true?: 16 | 32
-        }
+        var flags = MessageFlags(rawValue: bytes[1])
+        flags.subtract(.localReadBits)
+        flags.formUnion(MessageFlags(localRead: localRead))
+        bytes[1] = flags.rawValue
     }
 
     /// Whether two stored rows hold the same message apart from its read flags and `changedAt`
     /// (what a listing that settles a local change rewrites).
     static func sameContent(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        let readBits: UInt8 = 8 | 16 | 32
+        let readBits = MessageFlags.readBits.rawValue
         guard a.count == b.count, a.count > changedAtOffset + 8, a[0] == b[0], a[1] & ~readBits == b[1] & ~readBits else { return false }
         return a[2..<changedAtOffset] == b[2..<changedAtOffset] && a[(changedAtOffset + 8)...] == b[(changedAtOffset + 8)...]
     }
@@ -184,7 +217,7 @@ struct MessageRecord: Hashable, Sendable {
         }
         guard r.remaining == 0 else { return nil }
         return MessageRecord(
-            id: id, title: title, subheading: flags & 1 != 0 ? sub : nil, iconURL: flags & 2 != 0 ? icon : nil,
+            id: id, title: title, subheading: flags.contains(.hasSubheading) ? sub : nil, iconURL: flags.contains(.hasIconURL) ? icon : nil,
             sentAt: header.sentAt, expiresAt: header.expiresAt, serverRead: header.serverRead, localRead: header.localRead,
             extras: extras, changedAt: header.changedAt)
     }
@@ -204,7 +237,10 @@ struct ActionRecord: Hashable, Sendable {
     func encode() -> [UInt8] {
         var w = ByteWriter(capacity: 64 + payload.count)
         w.u8(1)
-        w.u8((target != nil ? 1 : 0) | (name != nil ? 2 : 0))
+        var flags: ActionFlags = []
+        if target != nil { flags.formUnion(.hasTarget) }
+        if name != nil { flags.formUnion(.hasName) }
+        w.u8(flags.rawValue)
         w.u64le(UInt64(bitPattern: recordedAt))
         w.string(actionID)
         w.string(kind.rawValue)
@@ -218,12 +254,13 @@ struct ActionRecord: Hashable, Sendable {
 
     static func decode(_ bytes: [UInt8]) -> ActionRecord? {
         var r = ByteReader(bytes)
-        guard r.u8() == 1, let flags = r.u8(), let at = r.u64le(), let id = r.string(), let kind = r.string().flatMap(WidgetAction.Kind.init(rawValue:)),
+        guard r.u8() == 1, let byte = r.u8(), let at = r.u64le(), let id = r.string(), let kind = r.string().flatMap(WidgetAction.Kind.init(rawValue:)),
               let target = r.string(), let name = r.string(), let role = r.string(), let n = r.u32le(),
               let payload = r.take(Int(n)), r.remaining == 0
         else { return nil }
-        return ActionRecord(actionID: id, kind: kind, target: flags & 1 != 0 ? target : nil,
-                            name: flags & 2 != 0 ? name : nil, payload: Array(payload), role: role,
+        let flags = ActionFlags(rawValue: byte)
+        return ActionRecord(actionID: id, kind: kind, target: flags.contains(.hasTarget) ? target : nil,
+                            name: flags.contains(.hasName) ? name : nil, payload: Array(payload), role: role,
                             recordedAt: Int64(bitPattern: at))
     }
 }

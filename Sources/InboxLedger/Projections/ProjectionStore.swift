@@ -35,10 +35,7 @@ struct TransactionStore: ProjectionStore {
 
     func scan(_ table: ProjectionTable, from start: [UInt8], _ body: ([UInt8], [UInt8]) throws -> Bool) throws {
         guard let db = tables[table] else { _ = try absent(table); return }
-        try txn.withCursor(db) { cursor in
-            var entry = start.isEmpty ? try cursor.first() : try cursor.seek(atLeast: start)
-            while let e = entry, try body(e.key, e.value) { entry = try cursor.next() }
-        }
+        try txn.forEachEntry(db, from: start) { e in try body(e.key, e.value) ? .next : .stop }
     }
 }
 

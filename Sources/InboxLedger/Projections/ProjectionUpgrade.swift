@@ -16,16 +16,6 @@ enum ProjectionRules {
     /// rules, and stay custom (``BuiltInBoundaries``, recorded by the upgrade's transaction).
     /// Version 2 only added `push.received` and `message.removed`.
     static func snapshotsCarryOver(from stored: UInt32) -> Bool { stored >= 1 }
-
-    /// The stored `projection-version` (nil: absent, a ledger from before it was stored).
-    static func decodeStored(_ bytes: [UInt8]?, path: String) throws(LedgerError) -> UInt32? {
-        guard let bytes else { return nil }
-        var r = ByteReader(bytes)
-        guard bytes.count == 4, let version = r.u32le() else {
-            throw .corruptStore(path: path, reason: "unreadable projection version in the ledger metadata")
-        }
-        return version
-    }
 }
 
 /// What a writable opening does when the ledger's projections were built by older rules and the
@@ -43,7 +33,7 @@ extension Ledger {
     /// The projection rules version stored in the ledger (nil: a ledger from before versions
     /// were stored, built by version 1).
     func storedProjectionVersion(in txn: Transaction) throws -> UInt32? {
-        try ProjectionRules.decodeStored(txn.get(schema.meta, key: Schema.MetaKey.projectionVersion), path: path)
+        try schema.metaRecord(txn).projectionVersion(path: path)
     }
 
     /// Rebuilds every projection by this library's rules in one write transaction (other
@@ -68,8 +58,6 @@ extension Ledger {
     }
 
     func writeProjectionVersion(_ version: UInt32, in txn: Transaction) throws {
-        var w = ByteWriter(capacity: 4)
-        w.u32le(version)
-        try txn.put(schema.meta, key: Schema.MetaKey.projectionVersion, value: w.bytes)
+        try schema.metaRecord(txn).put(Meta.projectionVersion, version)
     }
 }

@@ -21,6 +21,29 @@ public enum ProjectionNote: Hashable, Sendable, Codable, CustomStringConvertible
     }
 }
 
+/// What a projector knows of the earliest expiry in the `expiry` table.
+enum ExpiryCache: Equatable {
+    /// Not read in this transaction yet (or a change may have moved it): look it up.
+    case unknown
+    /// The table is empty: nothing can expire.
+    case none
+    /// The earliest expiry, µs since the epoch.
+    case at(Int64)
+
+    /// The cache for what a lookup found (nil: an empty table).
+    init(_ earliest: Int64?) { self = earliest.map(Self.at) ?? .none }
+
+    /// Notes an expiry just filed: it may be the new earliest. Unknown stays unknown (the
+    /// table may hold an earlier one).
+    mutating func filed(_ expiry: Int64) {
+        switch self {
+        case .unknown: break
+        case .none: self = .at(expiry)
+        case .at(let earliest): self = .at(min(earliest, expiry))
+        }
+    }
+}
+
 /// Applies events to the projections (docs/semantics.md states every rule implemented here).
 /// One projector serves one write transaction (or one rebuild): it loads the scalar state once
 /// and writes it back in ``finish()``.
@@ -28,9 +51,9 @@ final class Projector<Store: ProjectionStore> {
     let store: Store
     private(set) var state: ProjectionState
     private var stateDirty = false
-    /// The earliest expiry in the `expiry` table, cached for the transaction (outer nil: not
-    /// read yet), so applying an event does not open a cursor just to find nothing expired.
-    private var earliestExpiry: Int64??
+    /// The earliest expiry in the `expiry` table, cached for the transaction, so applying an
+    /// event does not open a cursor just to find nothing expired.
+    private var earliestExpiry = ExpiryCache.unknown
     /// Whether the `local` table may hold records, known for the transaction once asked (nil:
     /// not read yet): it is empty unless the device removed messages or heard of pushes, so a
     /// sync of new messages does not look each of them up there.
@@ -161,9 +184,9 @@ final class Projector<Store: ProjectionStore> {
         try store.put(.widget, TimeKey.widgetKey(sentAt: new.sentAt, id: id), bytes)
         if let e = new.expiresAt {
             try store.put(.expiry, TimeKey.expiryKey(expiresAt: e, id: id), [])
-            if case .some(let cached) = earliestExpiry { earliestExpiry = .some(min(cached ?? e, e)) }
+            earliestExpiry.filed(e)
         }
-        if old?.expiresAt != nil, old?.expiresAt != new.expiresAt { earliestExpiry = nil }
+        if old?.expiresAt != nil, old?.expiresAt != new.expiresAt { earliestExpiry = .unknown }
         if !new.isRead { state.unread += 1 }
     }
 
@@ -172,7 +195,7 @@ final class Projector<Store: ProjectionStore> {
         try store.delete(.widget, TimeKey.widgetKey(sentAt: old.sentAt, id: id))
         if let e = old.expiresAt {
             try store.delete(.expiry, TimeKey.expiryKey(expiresAt: e, id: id))
-            earliestExpiry = nil
+            earliestExpiry = .unknown
         }
         if !old.isRead { state.unread -= 1 }
         state.messageCount -= 1
@@ -180,15 +203,23 @@ final class Projector<Store: ProjectionStore> {
 
     /// Removes messages whose expiry is at or before `now` (the event's commit time).
     private func removeExpired(asOf now: Int64) throws -> Bool {
-        if earliestExpiry == nil {
+        let next: Int64
+        switch earliestExpiry {
+        case .none:
+            return false
+        case .at(let at):
+            next = at
+        case .unknown:
             var first: Int64?
             try store.scan(.expiry, from: []) { key, _ in
                 first = TimeKey.decodeAscending(key[...])
                 return false
             }
-            earliestExpiry = .some(first)
+            earliestExpiry = ExpiryCache(first)
+            guard let first else { return false }
+            next = first
         }
-        guard let next = earliestExpiry ?? nil, next <= now else { return false }
+        guard next <= now else { return false }
         var expired: [String] = []
         try store.scan(.expiry, from: []) { key, _ in
             guard let at = TimeKey.decodeAscending(key[...]), at <= now else { return false }
@@ -200,7 +231,7 @@ final class Projector<Store: ProjectionStore> {
                 throw ProjectionError.malformed(table: .expiry, key: id)
             }
         }
-        earliestExpiry = nil
+        earliestExpiry = .unknown
         return !expired.isEmpty
     }
 

@@ -91,8 +91,7 @@ extension Ledger {
     /// if !report.isHealthy { report.findings.forEach { print($0) } }
     /// ```
     public func verify() throws(LedgerError) -> VerificationReport {
-        let walk: PageWalkReport
-        do { walk = try environment.walkPages() } catch { throw LedgerError.from(error, path: path, operation: "walk pages") }
+        let walk = try store.walkPages()
         guard walk.isHealthy else {
             // Reading damaged pages through LMDB's map can abort the process: stop here.
             return VerificationReport(eventsChecked: 0, firstSequence: 0, headSequence: 0, snapshotsChecked: 0,
@@ -101,7 +100,7 @@ extension Ledger {
         var report = try read("verify") { txn in try verify(in: txn) }
         // Reader table (outside LMDB's transactions; a failure to read it is itself reported).
         do {
-            let dead = try environment.readers().map(\.pid).filter { !processIsAlive($0) }
+            let dead = try store.readers().map(\.pid).filter { !processIsAlive($0) }
             if !dead.isEmpty { report.warnings.append(.staleReaders(pids: Array(Set(dead)).sorted())) }
         } catch {
             report.findings.append(.unreadableReaderTable(reason: error.message))
@@ -129,26 +128,23 @@ extension Ledger {
         var checked = 0
         var expected = first
         var last: UInt64 = first > 0 ? first - 1 : 0
-        try txn.withCursor(schema.events) { cursor in
-            var entry = try cursor.first()
-            while let e = entry {
-                entry = try cursor.next()  // entries are copies: step first, then judge `e`
-                guard let seq = SequenceKey.decode(e.key) else {
-                    findings.append(.corruptRecord(sequence: 0, reason: "a key of \(e.key.count) bytes is not a sequence"))
-                    continue
-                }
-                if seq > head {
-                    findings.append(.headMismatch(recorded: head, lastRecord: seq))
-                    continue
-                }
-                if seq > expected { findings.append(.missingSequences(from: expected, through: seq - 1)) }
-                if case .failure(let error) = EventRecord.decode(e.value, sequence: seq) {
-                    findings.append(.corruptRecord(sequence: seq, reason: error.description))
-                }
-                expected = seq + 1
-                last = seq
-                checked += 1
+        try txn.forEachEntry(schema.events) { e in
+            guard let seq = SequenceKey.decode(e.key) else {
+                findings.append(.corruptRecord(sequence: 0, reason: "a key of \(e.key.count) bytes is not a sequence"))
+                return .next
             }
+            if seq > head {
+                findings.append(.headMismatch(recorded: head, lastRecord: seq))
+                return .next
+            }
+            if seq > expected { findings.append(.missingSequences(from: expected, through: seq - 1)) }
+            if case .failure(let error) = EventRecord.decode(e.value, sequence: seq) {
+                findings.append(.corruptRecord(sequence: seq, reason: error.description))
+            }
+            expected = seq + 1
+            last = seq
+            checked += 1
+            return .next
         }
         if last != head && !(checked == 0 && first == head + 1) {
             findings.append(.headMismatch(recorded: head, lastRecord: last))

@@ -249,9 +249,18 @@ struct Store: Sendable {
             // Lock the feed first so a read applied concurrently is either in the flags or after the listing.
             try await c.query("INSERT INTO users (user_id) VALUES (\(user)) ON CONFLICT (user_id) DO UPDATE SET feed_head = users.feed_head", logger: logger)
             let flags = try await readFlags(user: user, ids: request.messages.map(\.id), on: c)
-            var messages = request.messages
+            // A message the server holds as removed (a device removed it, or the backend did)
+            // stays removed: it goes out in `removed`, which settles every device's removal, and
+            // never as a row that only the devices that did not remove it would show.
+            var removedHere = Set<String>()
+            for try await id in try await c.query(
+                "SELECT message_id FROM messages WHERE user_id = \(user) AND message_id = ANY(\(request.messages.map(\.id))::text[]) AND removed",
+                logger: logger).decode(String.self) { removedHere.insert(id) }
+            var messages = request.messages.filter { !removedHere.contains($0.id) }
             for i in messages.indices where messages[i].read == nil { messages[i].read = flags[messages[i].id] }
-            let sync = InboxSync(mode: .delta, messages: messages, removed: request.removed ?? [])
+            var removedIDs = request.removed ?? []
+            removedIDs += request.messages.map(\.id).filter { removedHere.contains($0) && !removedIDs.contains($0) }
+            let sync = InboxSync(mode: .delta, messages: messages, removed: removedIDs)
             let payload = try DomainEvent.inboxSynced(sync).newEvent().payload
             _ = try DomainEvent.decode(type: BuiltInEventType.inboxSynced.rawValue, payload: payload)
             var listings: [String: String] = [:]
@@ -259,7 +268,7 @@ struct Store: Sendable {
                 listings[message.id] = String(decoding: try JSONEncoder().encode(message), as: UTF8.self)
             }
             let change = FeedChange(type: BuiltInEventType.inboxSynced.rawValue, payload: String(decoding: payload, as: UTF8.self),
-                                    reads: [], removed: request.removed ?? [], listings: listings.map { ($0.key, $0.value) })
+                                    reads: [], removed: removedIDs, listings: listings.map { ($0.key, $0.value) })
             try await appendToFeed(user: user, origin: nil, changes: [change], on: c)
             var head: Int64 = 0
             for try await h in try await c.query("SELECT feed_head FROM users WHERE user_id = \(user)", logger: logger).decode(Int64.self) { head = h }

@@ -1,6 +1,8 @@
 // A device for the server's tests: a SyncClient in a process of its own, so that tests can kill
 // it at chosen instants.
 //   sync-device LEDGER URL TOKEN STATE once|watch
+//   sync-device LEDGER append ROLE TYPE KEY|- PAYLOAD   one event, as a widget or an extension
+//                                     process records it; prints `appended replay=true|false`
 // Faults (environment):
 //   SYNC_DEVICE_EXIT_AFTER_ANSWER=n   exit at once (as if killed) after the n-th up answer,
 //                                     before the relay's cursor is committed
@@ -8,6 +10,7 @@
 //                                     (what a connection lost at that instant does)
 //   SYNC_DEVICE_SUSPEND_CYCLES=n      (watch) n cycles of Ledger.suspend() / Ledger.resume(), as
 //                                     an app going to the background and back, while syncing
+//   SYNC_DEVICE_BATCH=n, SYNC_DEVICE_DOWN_PAGE=n   up batch and down page sizes (100, 500)
 // Prints `status sent=… up-cursor=… up-lag=… down-cursor=… phase=…` on every status change.
 import Foundation
 import InboxLedger
@@ -49,6 +52,17 @@ final class FaultyTransport: SyncTransport {
 func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
 
 let args = CommandLine.arguments
+if args.count == 7, args[2] == "append" {
+    do {
+        let ledger = try Ledger(path: args[1], options: LedgerOptions(role: args[3]))
+        let receipt = try ledger.appendWithReceipt(contentsOf: [NewEvent(type: args[4], payload: Array(args[6].utf8), key: args[5] == "-" ? nil : args[5])])
+        say("appended replay=\(receipt.isReplay)")
+        exit(0)
+    } catch {
+        say("error \(error)")
+        exit(1)
+    }
+}
 guard args.count == 6, let url = URL(string: args[2]) else {
     say("usage: sync-device LEDGER URL TOKEN STATE once|watch")
     exit(2)
@@ -61,6 +75,7 @@ do {
     configuration.maxBackoff = .milliseconds(500)
     configuration.longPollSeconds = 5
     configuration.batchSize = Int(env["SYNC_DEVICE_BATCH"] ?? "") ?? 100
+    configuration.downPageSize = Int(env["SYNC_DEVICE_DOWN_PAGE"] ?? "") ?? 500
     let transport = FaultyTransport(inner: HTTPSyncTransport(server: url, token: args[3]),
                                     exitAfter: env["SYNC_DEVICE_EXIT_AFTER_ANSWER"].flatMap { Int($0) },
                                     loseEvery: env["SYNC_DEVICE_LOSE_ANSWER_EVERY"].flatMap { Int($0) })

@@ -112,6 +112,14 @@ final class Child: Sendable {
         return status.withLock { $0 } ?? -1
     }
 
+    /// Waits for the exit and for the last of its output (`text` complete); for a process that
+    /// leaves no child holding its output open.
+    func finished() async throws -> Int32 {
+        let status = try await exitStatus()
+        try await waitFor("the end of \(name)'s output") { outputClosed.withLock { $0 } }
+        return status
+    }
+
     func kill() {
         if isRunning { _ = Glibc.kill(pid, SIGKILL) }
         while isRunning { usleep(1000) }  // the waiter thread reaps it
@@ -135,7 +143,11 @@ final class Harness: Sendable {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         directory = dir
         let start = try Child("/bin/bash", [repositoryRoot + "/scripts/sync-postgres.sh", "start", dir + "/pg", "fsync=off"])
-        guard try await start.exitStatus() == 0, let port = Int(start.text.split(separator: "\n").last ?? "") else {
+        // The port from the file the script writes: the pipe may still hold the last line when
+        // the script's exit is seen.
+        guard try await start.exitStatus() == 0,
+              let written = FileManager.default.contents(atPath: dir + "/pg/port"),
+              let port = Int(String(decoding: written, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else {
             throw HarnessError(description: "PostgreSQL did not start: \(start.text)")
         }
         databasePort = port
@@ -159,7 +171,8 @@ final class Harness: Sendable {
 
     func token(_ user: String, scope: String = "device", ttl: Int = 3600, secret: String = Harness.secret) async throws -> String {
         let child = try Child(productsDirectory + "/ledger-server", ["token", "--user", user, "--scope", scope, "--ttl=\(ttl)", "--secret", secret])
-        guard try await child.exitStatus() == 0 else { throw HarnessError(description: "token: \(child.text)") }
+        // The whole output: a token read before its last bytes arrive would be refused (401).
+        guard try await child.finished() == 0 else { throw HarnessError(description: "token: \(child.text)") }
         return child.text.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 

@@ -7,6 +7,7 @@
 // its acknowledged sequence, no batch is partly visible, the projections equal an independent
 // model folded from the log, every action was completed at most once, and no process hung.
 // Exit status 0 when all of that held in every round, 1 otherwise. See docs/reliability.md.
+import ArgumentParser
 import Foundation
 import InboxLedger
 import TestSupport
@@ -21,40 +22,33 @@ enum Torture {
     static let stopDeadline = 30.0
 }
 
-struct Options {
+/// The options (the `_child` roles are this executable's own child processes, not options).
+struct Options: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ledger-torture",
+        abstract: "Rounds of real processes SIGKILLed at random instants and restarted, with acknowledged-write accounting.",
+        discussion: "Exit status 0 when nothing was lost, duplicated or partly visible and no process hung, 1 otherwise, "
+            + "2 on a bad argument. See docs/reliability.md.")
+
+    @Option(help: ArgumentHelp("Rounds to run.", valueName: "n"))
     var rounds = 20
+    @Option(help: ArgumentHelp("Seconds of each round (0.2…3600).", valueName: "s"))
     var roundSeconds = 2.0
+    @Option(help: ArgumentHelp("Seed of the round mixes and kill instants (a run is repeatable by its seed).", valueName: "n"))
     var seed: UInt64 = 1
+    @Flag(help: "Progress on stderr and the summary as one JSON object on stdout.")
     var json = false
+    @Option(help: ArgumentHelp("Where the ledgers and the reports of failures go (default: a new one under $TMPDIR, removed after).",
+                               valueName: "path"))
     var directory: String?
+    /// Anything else, reported as "unknown argument" (as scripts and tests expect).
+    @Argument(parsing: .allUnrecognized, help: .hidden)
+    var unrecognized: [String] = []
 
-    static let usage = "usage: ledger-torture [--rounds N] [--round-seconds S] [--seed N] [--json] [--directory PATH]"
-
-    init(_ arguments: ArraySlice<String>) throws {
-        var i = arguments.startIndex
-        func value() throws -> String {
-            i += 1
-            guard i < arguments.endIndex else { throw TortureFailure("\(arguments[i - 1]) needs a value\n\(Options.usage)") }
-            return arguments[i]
-        }
-        while i < arguments.endIndex {
-            switch arguments[i] {
-            case "--rounds":
-                guard let n = Int(try value()), n > 0 else { throw TortureFailure("--rounds needs a positive number") }
-                rounds = n
-            case "--round-seconds":
-                guard let s = Double(try value()), s >= 0.2, s <= 3600 else { throw TortureFailure("--round-seconds needs 0.2…3600") }
-                roundSeconds = s
-            case "--seed":
-                guard let s = UInt64(try value()) else { throw TortureFailure("--seed needs a number") }
-                seed = s
-            case "--json": json = true
-            case "--directory": directory = try value()
-            case "-h", "--help": print(Options.usage); exit(0)
-            default: throw TortureFailure("unknown argument \(arguments[i])\n\(Options.usage)")
-            }
-            i += 1
-        }
+    func validate() throws {
+        if let first = unrecognized.first { throw ValidationError("unknown argument \(first)") }
+        guard rounds > 0 else { throw ValidationError("--rounds needs a positive number") }
+        guard roundSeconds >= 0.2, roundSeconds <= 3600 else { throw ValidationError("--round-seconds needs 0.2…3600") }
     }
 }
 
@@ -263,7 +257,13 @@ do {
         }
         exit(0)
     }
-    let options = try Options(arguments)
+    let options: Options
+    do { options = try Options.parse(Array(arguments)) } catch {
+        // --help: ArgumentParser's help and status 0; a usage error: its message and status 2.
+        if Options.exitCode(for: error) == .success { Options.exit(withError: error) }
+        FileHandle.standardError.write(Data((Options.fullMessage(for: error) + "\n").utf8))
+        exit(2)
+    }
     let summary = try runTorture(options)
     let text = """
         \(summary.rounds) rounds in \(Int(summary.seconds)) s: \(summary.processesKilled) processes killed (\(summary.processesRestarted) restarted), \(summary.processesStopped) stopped and continued, \

@@ -2,7 +2,7 @@
 //
 //   ledger-crash-states [--quick] [--cuts N] [--subsets N] [--seed N] [--scenarios a,b] [--directory PATH]
 //
-// Runs each scenario's processes with the LD_PRELOAD recorder (Sources/CIORecorder), which
+// Runs each scenario's processes with the LD_PRELOAD recorder (CIORecorder), which
 // logs, in order, every write, sync and truncation they make to data.mdb and every
 // acknowledgement they write. Then, for cut points along that log, builds the files a power
 // cut could leave — everything up to the last completed sync, every O_DSYNC write, and a
@@ -303,7 +303,7 @@ func explore(_ scenario: Scenario, root: String, cuts: Int, subsets: Int, verbos
         _ = FileManager.default.createFile(atPath: ledgerPath + "/data.mdb", contents: Data(initial))
     }
     let recorder = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("libLedgerIORecorder.so").path
-    guard FileManager.default.fileExists(atPath: recorder) else { throw Failure("no recorder at \(recorder): build with `swift build`") }
+    guard FileManager.default.fileExists(atPath: recorder) else { throw Failure("no recorder at \(recorder): build with `swift build` in Tools/ledger-lab") }
     let logPath = dir + "/io.log"
     var environment = ["LD_PRELOAD": recorder, "LEDGER_IO_LOG": logPath, "LEDGER_IO_DATA": ledgerPath + "/data.mdb", "LEDGER_IO_MARKS": dir + "/acks-"]
     if let floor = scenario.floor { environment["LEDGER_CRASH_FLOOR"] = floor.rawValue }

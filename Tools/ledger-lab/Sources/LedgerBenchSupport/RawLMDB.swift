@@ -1,7 +1,7 @@
 // The physical limit: LMDB through its C API, the payload stored under the next sequence
 // number (8-byte big-endian key, MDB_APPEND). No envelope, no checksum, no projections, no
 // idempotency, no group commit. Same durability as the ledger's default (two syncs a commit).
-import CLMDB
+import CLMDBBaseline
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

@@ -5,59 +5,48 @@
 //                                     [--systems ledger,sqlite-full] [--svg PATH] [--directory PATH]
 //
 // Tables go to stdout (with --json: one JSON object per measurement per line on stdout, tables
-// on stderr). See docs/benchmarks.md.
+// on stderr). In Tools/ledger-lab (the laboratory's package); `make compare` from the root.
+// `--help` lists the options. See docs/benchmarks.md.
+import ArgumentParser
 import Foundation
 import InboxLedger
 import LedgerBenchSupport
 
-struct Options {
+/// The options (the `_child` modes are this executable's own child processes, not options).
+struct Options: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ledger-bench",
+        abstract: "The ledger side by side with raw LMDB, SQLite (WAL, FULL and NORMAL) and the whole-file rewrite, eight workloads, interleaved.",
+        discussion: "Tables go to stdout (with --json: one JSON object per measurement per line on stdout, tables on stderr). "
+            + "Exit status 1 on a bad argument or a failed run. See docs/benchmarks.md.")
+
+    @Flag(help: "Every workload briefly (CI: proves the tool works, checks no speed).")
     var quick = false
+    @Flag(help: "One JSON object per measurement per line on stdout (tables on stderr).")
     var json = false
+    @Option(help: ArgumentHelp("Repetitions of each workload (default 3; --quick 1).", valueName: "n"))
     var repetitions: Int?
+    @Option(help: ArgumentHelp("Only these, comma-separated (W1 W2-1 W2-8 W2-64 W3 W4 W5 W6 W7 W8; a prefix like W2 selects all three).",
+                               valueName: "list"),
+            transform: { Set($0.split(separator: ",").map { $0.uppercased() }) })
     var workloads: Set<String>?
+    @Option(help: ArgumentHelp("Only these systems, comma-separated (ledger ledger-json ledger-single-sync ledger-async lmdb-same-job lmdb "
+                                   + "sqlite-full sqlite-normal rewrite), e.g. to profile one.", valueName: "list"),
+            transform: { Set($0.split(separator: ",").map(String.init)) })
     var systems: Set<String>?
+    @Option(help: ArgumentHelp("Write a chart of the speeds relative to the ledger.", valueName: "path"))
     var svg: String?
+    @Option(help: ArgumentHelp("Scratch directory (default: a new one under $TMPDIR, removed after).", valueName: "path"))
     var directory: String?
+    /// Anything else, reported as "unknown argument" (as scripts and tests expect).
+    @Argument(parsing: .allUnrecognized, help: .hidden)
+    var unrecognized: [String] = []
 
-    static let usage = """
-        usage: ledger-bench [--quick] [--json] [--repetitions N] [--workloads W1,W2-1,...] [--systems S,...] [--svg PATH] [--directory PATH]
-          --quick          every workload briefly (CI: proves the tool works, checks no speed)
-          --json           one JSON object per measurement per line on stdout (tables on stderr)
-          --repetitions N  repetitions of each workload (default 3; --quick 1)
-          --workloads L    only these (W1 W2-1 W2-8 W2-64 W3 W4 W5 W6 W7 W8; a prefix like W2 selects all three)
-          --systems L      only these systems (ledger ledger-json ledger-single-sync ledger-async lmdb-same-job lmdb
-                           sqlite-full sqlite-normal rewrite), e.g. to profile one
-          --svg PATH       write a chart of the speeds relative to the ledger
-          --directory PATH scratch directory (default: a new one under $TMPDIR, removed after)
-        """
-
-    init(_ arguments: ArraySlice<String>) throws {
-        var i = arguments.startIndex
-        func value() throws -> String {
-            i += 1
-            guard i < arguments.endIndex else { throw BenchFailure("\(arguments[i - 1]) needs a value\n\(Options.usage)") }
-            return arguments[i]
-        }
-        while i < arguments.endIndex {
-            switch arguments[i] {
-            case "--quick": quick = true
-            case "--json": json = true
-            case "--repetitions":
-                guard let n = Int(try value()), n > 0 else { throw BenchFailure("--repetitions needs a positive number") }
-                repetitions = n
-            case "--workloads": workloads = Set(try value().split(separator: ",").map { $0.uppercased() })
-            case "--systems":
-                let names = try value().split(separator: ",").map(String.init)
-                let unknown = names.filter { SystemKind(rawValue: $0) == nil }
-                guard unknown.isEmpty else { throw BenchFailure("unknown system \(unknown.joined(separator: ", "))\n\(Options.usage)") }
-                systems = Set(names)
-            case "--svg": svg = try value()
-            case "--directory": directory = try value()
-            case "-h", "--help": print(Options.usage); exit(0)
-            default: throw BenchFailure("unknown argument \(arguments[i])\n\(Options.usage)")
-            }
-            i += 1
-        }
+    func validate() throws {
+        if let first = unrecognized.first { throw ValidationError("unknown argument \(first)") }
+        if let repetitions, repetitions <= 0 { throw ValidationError("--repetitions needs a positive number") }
+        let unknown = (systems ?? []).filter { SystemKind(rawValue: $0) == nil }.sorted()
+        guard unknown.isEmpty else { throw ValidationError("unknown system \(unknown.joined(separator: ", "))") }
     }
 
     func selects(_ id: String) -> Bool {
@@ -161,7 +150,14 @@ do {
     if arguments.first == "_child" {
         try await child(Array(arguments.dropFirst()))
     } else {
-        try run(try Options(arguments))
+        let options: Options
+        do { options = try Options.parse(Array(arguments)) } catch {
+            // --help: ArgumentParser's help and status 0; a usage error: its message and status 1.
+            if Options.exitCode(for: error) == .success { Options.exit(withError: error) }
+            FileHandle.standardError.write(Data((Options.fullMessage(for: error) + "\n").utf8))
+            exit(1)
+        }
+        try run(options)
     }
 } catch {
     FileHandle.standardError.write(Data("ledger-bench: \(error)\n".utf8))

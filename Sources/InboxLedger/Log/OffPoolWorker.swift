@@ -15,12 +15,11 @@ final class OffPoolWorker: Sendable {
     private struct State {
         var jobs: [Job] = []
         var nextID: UInt64 = 0
-        var running = false
     }
 
     static let lingerSeconds = 1.0
     private let state = Mutex(State())
-    private let wakeup = Condition()
+    private let thread = DedicatedThread(lingerSeconds: lingerSeconds)
 
     /// Runs `body` on the worker thread and returns its result. A task cancelled before the
     /// job starts gets `CancellationError` (nothing ran); once started, the job finishes and its
@@ -58,39 +57,23 @@ final class OffPoolWorker: Sendable {
 
     /// Queues `job` (unless `refused()`, checked under the lock) and starts or wakes the thread.
     private func enqueue(_ job: Job, unless refused: () -> Bool) -> Bool {
-        let start = state.withLock { s -> Bool? in
-            if refused() { return nil }
+        let queued = state.withLock { s -> Bool in
+            if refused() { return false }
             s.jobs.append(job)
-            defer { s.running = true }
-            return !s.running
+            return true
         }
-        switch start {
-        case nil: return false
-        case true?: detachThread { self.work() }
-        case false?: wakeup.broadcast()
-        }
-        return true
+        if queued { thread.wake { thread in self.work(on: thread) } }
+        return queued
     }
 
-    private func work() {
-        var idleSince = monotonicSeconds()
+    /// The thread's loop: runs the jobs in order, and returns once it idled long enough.
+    private func work(on thread: DedicatedThread) {
         while true {
-            let job = state.withLock { s -> Job?? in
-                if !s.jobs.isEmpty { return .some(s.jobs.removeFirst()) }
-                if monotonicSeconds() - idleSince >= Self.lingerSeconds {
-                    s.running = false
-                    return .some(nil)
-                }
-                return nil
-            }
-            switch job {
-            case .some(let job?):
+            if let job = state.withLock({ s in s.jobs.isEmpty ? nil : s.jobs.removeFirst() }) {
                 job.run()
-                idleSince = monotonicSeconds()
-            case .some(nil):
+                thread.busy()
+            } else if !thread.idle() {
                 return
-            case .none:
-                wakeup.wait(timeoutSeconds: Self.lingerSeconds) { self.state.withLock { !$0.jobs.isEmpty } }
             }
         }
     }

@@ -1,0 +1,137 @@
+import LMDB
+
+/// The body of one group commit's write transaction: every request of the batch checked, then
+/// written and applied to the projections, each request failing alone (``Ledger/commit(_:)``).
+struct AppendTransaction {
+    /// What an event's idempotency key resolved to before anything of its request is written.
+    enum KeyResolution: Equatable {
+        /// No key, or a key never seen: the event is written.
+        case new
+        /// A retry of an event already committed (same content): nothing is written, the
+        /// event gets the stored sequence.
+        case stored(UInt64)
+        /// A repeat of an earlier new event of the same request (same key and content): it
+        /// gets that event's sequence once assigned.
+        case earlierInBatch
+    }
+
+    private let ledger: Ledger
+    private let txn: Transaction
+    private let schema: Schema
+    /// The commit time stamped on every event of the transaction.
+    private let now: Int64
+
+    init(_ ledger: Ledger, _ txn: Transaction) {
+        self.ledger = ledger
+        self.txn = txn
+        self.schema = ledger.schema
+        self.now = ledger.options.clock.now().micros
+    }
+
+    /// Checks and writes every request of `batch`, returning each one's outcome.
+    func run(_ batch: [CommitRequest]) throws -> [Result<AppendReceipt, LedgerError>] {
+        let startHead = try ledger.headSequence(in: txn)
+        var head = startHead
+        let projector = try Projector(store: schema.store(txn))
+        var counts = EventCounts()
+        var outcomes: [Result<AppendReceipt, LedgerError>] = []
+        outcomes.reserveCapacity(batch.count)
+        for request in batch {
+            // Pass 1: checks that write nothing, so a failing request leaves no trace.
+            if let expected = request.expectedHead, expected != head {
+                outcomes.append(.failure(.headMoved(expected: expected, actual: head)))
+                continue
+            }
+            if let cursor = request.cursor, let failure = try ledger.checkCursor(cursor, head: head, in: txn) {
+                outcomes.append(.failure(failure))
+                continue
+            }
+            let resolved: [KeyResolution]
+            switch try resolveKeys(request.events) {
+            case .failure(let conflict):
+                outcomes.append(.failure(conflict))
+                continue
+            case .success(let r):
+                resolved = r
+            }
+            // Pass 2: write the new events and apply them; duplicates get the original's sequence.
+            var receipt = AppendReceipt(sequences: [], notes: [])
+            receipt.sequences.reserveCapacity(request.events.count)
+            receipt.replayed.reserveCapacity(request.events.count)
+            var firstInBatch: [String: UInt64] = [:]
+            for (event, resolution) in zip(request.events, resolved) {
+                switch resolution {
+                case .stored(let sequence):
+                    receipt.sequences.append(sequence)
+                    receipt.replayed.append(true)
+                    continue
+                case .earlierInBatch:
+                    if let key = event.key, let first = firstInBatch[key] {
+                        receipt.sequences.append(first)
+                        receipt.replayed.append(true)
+                        continue
+                    }
+                case .new:
+                    break
+                }
+                head += 1
+                let stored = Event(sequence: head, timestampMicros: now, origin: request.origin,
+                                   type: event.type, key: event.key, payload: event.payload)
+                try txn.put(schema.events, key: SequenceKey.encode(head), value: EventRecord.encode(stored), flags: .append)
+                if let key = event.key {
+                    try txn.put(schema.keys, key: Array(key.utf8), value: KeyRecord(sequence: head, digest: event.digest, time: now).encode())
+                    firstInBatch[key] = head
+                }
+                receipt.notes += try projector.apply(stored, event.domain)
+                counts.count(type: event.type, role: request.origin.role)
+                receipt.sequences.append(head)
+                receipt.replayed.append(false)
+            }
+            if let cursor = request.cursor {
+                try ledger.writeConsumer(ConsumerRecord(cursor: cursor.through, lastSeen: now, createdAt: now), named: cursor.name, in: txn)
+            }
+            outcomes.append(.success(receipt))
+        }
+        try projector.finish()
+        // A commit that appended nothing (a consumer's cursor move, a heartbeat, only retries)
+        // leaves `meta` alone: one page fewer to write and sync. The head and the counters
+        // share `meta`'s leaf: an append dirties one page for both.
+        let meta = schema.metaRecord(txn)
+        if head != startHead { try meta.put(Meta.head, head) }
+        try counts.apply(to: meta)
+        return outcomes
+    }
+
+    /// Looks up each event's idempotency key (``KeyResolution``), or returns the conflict.
+    private func resolveKeys(_ events: [PreparedEvent]) throws -> Result<[KeyResolution], LedgerError> {
+        var resolved: [KeyResolution] = []
+        resolved.reserveCapacity(events.count)
+        var batchKeys: [String: (resolution: KeyResolution, digest: UInt64)] = [:]
+        for (index, event) in events.enumerated() {
+            guard let key = event.key else { resolved.append(.new); continue }
+            if let seen = batchKeys[key] {
+                guard seen.digest == event.digest else {
+                    return .failure(.invalidEvent(index: index, field: "key", reason: "'\(key)' is used twice in the batch with different content"))
+                }
+                // A repeat of a stored key is a retry of the stored event; of a new one, of the
+                // batch's first event with the key.
+                resolved.append(seen.resolution == .new ? .earlierInBatch : seen.resolution)
+                continue
+            }
+            if let stored = try txn.get(schema.keys, key: Array(key.utf8)) {
+                guard let record = KeyRecord.decode(stored) else {
+                    throw LedgerError.corruptStore(path: ledger.path, reason: "idempotency record for key '\(key)' is malformed")
+                }
+                guard record.digest == event.digest else {
+                    return .failure(.idempotencyConflict(key: key, existingSequence: record.sequence))
+                }
+                batchKeys[key] = (.stored(record.sequence), record.digest)
+                resolved.append(.stored(record.sequence))
+            } else {
+                batchKeys[key] = (.new, event.digest)
+                resolved.append(.new)
+            }
+        }
+        return .success(resolved)
+    }
+}

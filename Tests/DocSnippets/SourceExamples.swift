@@ -1,0 +1,330 @@
+// Every `///` code example of Sources/InboxLedger, compiled (DocumentationTests checks that each
+// one is here, verbatim). Each example is the body of a function whose parameters are the
+// names it assumes; a value it only shows is used after it, so that nothing warns.
+
+import Foundation
+import InboxLedger
+#if canImport(SwiftUI)
+import SwiftUI
+#endif
+#if canImport(UserNotifications)
+import UserNotifications
+#endif
+
+// Ledger.swift
+func exampleLedger() throws {
+    let ledger = try Ledger(path: "/tmp/inbox", options: LedgerOptions(role: "app"))
+    let seq = try ledger.append(NewEvent(type: "badge.adjusted", payload: Array(#"{"delta":1}"#.utf8)))
+    for event in try ledger.events(after: 0, limit: 10) { print(event.sequence, event.type) }
+    _ = seq
+}
+
+// Ledger.swift (suspension)
+struct ExampleScenePhaseView: View {
+    var scenePhase: ScenePhase
+    var body: some View {
+        Text("inbox")
+            .onChange(of: scenePhase) { _, phase in
+                if phase == .background { try? Ledger.suspend() } else if phase == .active { Ledger.resume() }
+            }
+    }
+}
+
+// LedgerError.swift
+func exampleLedgerError(_ ledger: Ledger) throws {
+    do {
+        try ledger.append(NewEvent(type: "", payload: []))
+    } catch {
+        print(error)   // a LedgerError: invalid event #0: type: must be 1–128 bytes, got 0
+    }
+}
+
+// LedgerOptions.swift
+func exampleReadOnly(sharedContainer: String) throws {
+    var options = LedgerOptions(role: "widget")
+    options.readOnly = true
+    let ledger = try Ledger(path: sharedContainer + "/inbox", options: options)
+    _ = ledger
+}
+
+func exampleCreate() {
+    var options = LedgerOptions(role: "widget")
+    options.create = false   // the host app creates the ledger; the widget only opens it
+    _ = options
+}
+
+func exampleManualClock() throws {
+    let clock = ManualClock(Timestamp(iso8601: "2026-11-22T08:00:00Z")!)
+    var options = LedgerOptions(role: "test")
+    options.clock = clock.ledgerClock
+    let ledger = try Ledger.temporary(options: options)
+    clock.advance(seconds: 3600)   // an hour later, without waiting
+    _ = ledger
+}
+
+// App/Conformances.swift
+func exampleTimestampFromDate() {
+    let expiry = Timestamp(Date().addingTimeInterval(3600))
+    _ = expiry
+}
+
+// App/Ledger+Async.swift
+struct ExampleAsyncAppend {
+    let ledger: Ledger
+
+    @MainActor func markAllRead(_ ids: [String]) async throws {
+        try await ledger.append(.messageRead(ReadChange(ids: ids, read: true)))
+    }
+}
+
+func exampleAsyncReceipt(_ ledger: Ledger) async throws {
+    let receipt = try await ledger.appendWithReceipt(.badgeAdjusted(.delta(1)), key: "push-4711")
+    _ = receipt
+}
+
+func exampleAsyncWidgetList(_ ledger: Ledger) async throws {
+    let list = try await ledger.widgetList(limit: 5)
+    _ = list
+}
+
+func exampleAsyncHead(_ ledger: Ledger) async throws {
+    let head = try await ledger.headSequence()
+    _ = head
+}
+
+func exampleAsyncConsumer(_ host: Consumer, completions: [NewEvent]) async throws {
+    let batch = try await host.next(limit: 50)
+    try await host.commit(batch, appending: completions)
+}
+
+// App/Ledger+Observation.swift
+final class ExampleObserver {
+    var rows: [WidgetItem] = []
+
+    func observe(_ ledger: Ledger) async throws {
+        for try await list in ledger.widgetListUpdates(limit: 5) {
+            rows = list.items          // SwiftUI state, a widget reload, …
+        }
+    }
+
+    func badges(_ ledger: Ledger) async throws {
+        for try await badge in ledger.badgeUpdates() { try await UNUserNotificationCenter.current().setBadgeCount(badge) }
+    }
+}
+
+// App/LedgerEvent.swift
+func exampleLedgerEvent(_ ledger: Ledger) throws {
+    struct NoteAdded: LedgerEvent {
+        static let eventType = "com.example.note-added"
+        var noteID: String
+        var text: String
+    }
+    try ledger.append(NoteAdded(noteID: "n1", text: "Buy milk"), key: "note-n1")
+    let note = try ledger.events(after: 0).first { $0.type == NoteAdded.eventType }?.decode(as: NoteAdded.self)
+    _ = note
+}
+
+func exampleCanonicalJSON() throws {
+    let bytes = try CanonicalJSON.encode(["b": 1, "a": 2])   // {"a":2,"b":1}
+    _ = bytes
+}
+
+func exampleTypedEvents(_ ledger: Ledger) throws {
+    try ledger.append(contentsOf: [try NewEvent(NoteAdded(noteID: "n1", text: "Hi")), try NewEvent(NoteAdded(noteID: "n2", text: "Yo"))])
+    try ledger.append(NoteAdded(noteID: "n1", text: "Buy milk"), key: "note-n1")
+    for event in try ledger.events(after: 0) where event.baseType == NoteAdded.eventType {
+        let note = try event.decode(as: NoteAdded.self)
+        print(note.text)
+    }
+}
+
+enum ExampleUpcasting {
+    struct NoteAddedV1: LedgerEvent {
+        static let eventType = "com.example.note-added"
+        var noteID: String
+        var text: String
+    }
+
+    struct NoteAdded: LedgerEvent {
+        static let eventType = "com.example.note-added"
+        static let eventVersion = 2
+        var noteID: String
+        var body: String
+        var pinned: Bool
+    }
+
+    static func options() -> LedgerOptions {
+        // Version 1 stored {"text": …}; version 2 has {"body": …, "pinned": false}.
+        var options = LedgerOptions(role: "app")
+        options.upcasters = [
+            EventUpcaster(NoteAddedV1.self, to: NoteAdded.self) { old in NoteAdded(noteID: old.noteID, body: old.text, pinned: false) },
+        ]
+        return options
+    }
+}
+
+// Changes/ChangeMonitor.swift
+func exampleWaitForChange(_ ledger: Ledger, refreshWidget: () -> Void) async throws {
+    var seen = try await ledger.headSequence()
+    while true {
+        seen = try await ledger.waitForChange(after: seen)
+        refreshWidget()
+    }
+}
+
+// Compaction/CompactionPolicy.swift
+func exampleCompactionPolicy(_ ledger: Ledger) throws {
+    var policy = CompactionPolicy()
+    policy.retainedTail = 500
+    policy.consumerLeaseSeconds = 3600
+    let report = try Compactor(ledger: ledger, policy: policy).runOnce()
+    _ = report
+}
+
+// Compaction/Compactor.swift
+func exampleCompactor(_ ledger: Ledger) throws {
+    let compactor = Compactor(ledger: ledger)
+    let report = try compactor.runOnce()            // or: try await compactor.run()
+    print(report.eventsTrimmed, report.blockers)
+}
+
+// Consumers/Consumer.swift
+func exampleConsumer(_ ledger: Ledger, completion: (Event) throws -> NewEvent) throws {
+    let host = try ledger.consumer(named: "host-app")
+    let batch = try host.next(limit: 100)
+    var completions: [NewEvent] = []
+    for event in batch.events where event.type == "widget.action" { /* do the work */ completions.append(try completion(event)) }
+    try host.commit(batch, appending: completions)
+}
+
+// Consumers/ConsumerBatches.swift
+func exampleConsumerBatches(_ ledger: Ledger) async throws {
+    let host = try await ledger.consumer(named: "host-app")
+    for try await batch in host.batches(limit: 50) {
+        var completions: [NewEvent] = []
+        for event in batch.events where event.type == BuiltInEventType.widgetAction.rawValue {
+            // … carry out the action, then:
+            completions.append(try DomainEvent.actionCompleted(ActionCompletion(actionID: "…", outcome: .done)).newEvent())
+        }
+        try await host.commit(batch, appending: completions)   // waits through a suspension
+    }
+}
+
+func exampleAsyncConsumerOpening(_ ledger: Ledger) async throws {
+    let host = try await ledger.consumer(named: "host-app")
+    _ = host
+}
+
+// Domain/DeepLink.swift and Domain/EventNamespace.swift: expressions shown with their values.
+@resultBuilder enum ShownValues {
+    static func buildExpression<T>(_ value: T) -> [Any] { [value] }
+    static func buildBlock(_ parts: [Any]...) -> [Any] { parts.flatMap { $0 } }
+}
+
+@ShownValues func exampleDeepLink() -> [Any] {
+    let url = DeepLink.message(id: "inbox/42 ✓", scheme: "myapp")  // myapp://message/inbox%2F42%20%E2%9C%93
+    DeepLink.messageID(from: url, scheme: "myapp")                 // "inbox/42 ✓"
+}
+
+@ShownValues func exampleReservedNames() -> [Any] {
+    BuiltInEventType.isReserved("message.archived")        // true: refused as a custom type
+    BuiltInEventType.isReserved("Message.Read")            // true
+    BuiltInEventType.isReserved("com.example.note-saved")  // false: yours
+}
+
+// Domain/DomainEvent.swift
+func exampleRemoval(_ ledger: Ledger) throws {
+    try ledger.append(.messageRemoved(MessageRemoval(ids: ["m7"])))
+}
+
+func examplePush(_ ledger: Ledger, id: String) throws {
+    // In the notification service extension; the push's identifier as key.
+    try ledger.append(.pushReceived(PushReceived(messageID: "m42", badge: 3)), key: "push-" + id)
+}
+
+func exampleBadge(_ ledger: Ledger, list: WidgetList) throws {
+    try ledger.append(.badgeAdjusted(.delta(1)), key: "push-4711")
+    try ledger.append(.badgeAdjusted(.set(list.unreadCount)))
+}
+
+func exampleSync(_ ledger: Ledger) throws {
+    let sync = DomainEvent.inboxSynced(InboxSync(mode: .delta, messages: [
+        InboxMessage(id: "m1", title: "Welcome", sentAt: Timestamp(iso8601: "2026-11-22T08:00:00Z")!)
+    ]))
+    try ledger.append(sync, key: "sync-1")
+}
+
+// Domain/PayloadReader.swift
+func exampleDecode() throws {
+    let event = try DomainEvent.decode(type: "badge.adjusted", payload: Array(#"{"delta":1}"#.utf8))
+    _ = event
+}
+
+// Log/Event.swift
+func exampleNewEvent(_ ledger: Ledger) throws {
+    let event = NewEvent(type: "badge.adjusted", payload: Array(#"{"delta":1}"#.utf8), key: "push-42")
+    let sequence = try ledger.append(event)
+    _ = sequence
+}
+
+// Log/EventJSON.swift
+func exampleEventJSON() throws {
+    let event = try EventJSON.parse(#"{"type":"badge.adjusted","data":{"delta":1},"key":"push-7"}"#)
+    _ = event
+}
+
+// Log/Ledger+Append.swift
+func exampleReceipt(_ ledger: Ledger, pushID: String) throws {
+    let receipt = try ledger.appendWithReceipt(.badgeAdjusted(.delta(1)), key: "push-" + pushID)
+    if receipt.isReplay { print("push \(pushID) was counted before, as event \(receipt.sequences[0])") }
+}
+
+func exampleRawAppend(_ ledger: Ledger) throws {
+    let seq = try ledger.append(NewEvent(type: "message.read", payload: Array(#"{"ids":["m1"],"read":true}"#.utf8)))
+    _ = seq
+}
+
+func exampleKeyedAppend(_ ledger: Ledger) throws {
+    try ledger.append(.badgeAdjusted(.delta(1)), key: "push-4711")
+    try ledger.append(contentsOf: [.badgeAdjusted(.set(0)), .messageRead(ReadChange(ids: ["m1"], read: true))])
+}
+
+func exampleReplay(_ ledger: Ledger) throws {
+    let receipt = try ledger.appendWithReceipt(.badgeAdjusted(.delta(1)), key: "push-4711")
+    let counted = !receipt.isReplay   // false when the push was delivered before
+    _ = counted
+}
+
+func exampleExpectingHead(_ ledger: Ledger, decision: NewEvent) throws {
+    let head = try ledger.headSequence()
+    let list = try ledger.widgetList(limit: 5)                 // decide on what was read…
+    try ledger.append(contentsOf: [decision], expectingHead: head) // …and write only if still true
+    _ = list
+}
+
+// Log/Ledger+Read.swift
+func exampleIterator(_ ledger: Ledger, cursor: UInt64, handle: (Event) -> Void) throws {
+    var iterator = ledger.iterator(after: cursor)
+    while let event = try iterator.next() { handle(event) }
+}
+
+// Projections/Ledger+Widget.swift
+func exampleWidgetList(_ ledger: Ledger) throws {
+    let list = try ledger.widgetList(limit: 5)
+    for row in list.items { print(row.read ? " " : "•", row.title) }
+    print("badge", list.badge)
+}
+
+func exampleLocalChanges(_ ledger: Ledger) throws {
+    for change in try ledger.localChanges() where change.kind == .removed {
+        print("archived here, the server still lists", change.id)
+    }
+}
+
+// Verification/Ledger+Verify.swift and Ledger+VerifyProjections.swift
+func exampleVerify(_ ledger: Ledger) throws {
+    let report = try ledger.verify()
+    if !report.isHealthy { report.findings.forEach { print($0) } }
+    for problem in Ledger.damagedPages(at: "/tmp/inbox") { print(problem) }
+    if let mismatch = try ledger.verifyProjections() { print(mismatch) }
+}

@@ -1,0 +1,65 @@
+// Every `///` code example of Sources/InboxLedgerSync, compiled (DocumentationTests checks
+// that each one is here, verbatim).
+
+import Foundation
+import InboxLedger
+import InboxLedgerSync
+
+// SyncClient.swift
+func exampleSyncConfiguration(server: URL, token: String, container: String) {
+    var configuration = SyncConfiguration(server: server, token: token, stateFile: container + "/inbox.sync-state")
+    configuration.sharedTypes.insert("com.example.note-saved")
+    _ = configuration
+}
+
+func exampleSyncClient(_ ledger: Ledger, server: URL, token: String, container: String) async throws {
+    let client = try SyncClient(ledger: ledger, configuration: SyncConfiguration(
+        server: server, token: token, stateFile: container + "/inbox.sync-state"))
+    let loops = Task { await client.run() }          // until cancelled; survives suspension
+    for await status in client.statusUpdates() { print(status.phase, status.upLag, status.downLag) }
+    loops.cancel()
+}
+
+final class ExampleSyncLabel {
+    var label = ""
+
+    func follow(_ client: SyncClient) async {
+        for await status in client.statusUpdates() { label = "\(status.phase) · \(status.upLag) to send" }
+    }
+}
+
+func exampleSyncOnce(_ client: SyncClient) async throws {
+    let report = try await client.syncOnce()
+    print("sent \(report.sent), received \(report.received)")
+}
+
+// SyncError.swift
+func exampleSyncError(_ client: SyncClient) async {
+    do { _ = try await client.syncOnce() } catch { print(error.isRetryable, error) }
+}
+
+// SyncStatus.swift
+func exampleSyncStatus(_ client: SyncClient) async {
+    for await status in client.statusUpdates() where status.phase == .offline {
+        print("offline:", status.lastError ?? "")
+    }
+}
+
+// Transport.swift
+func exampleTransport(url: URL, token: String) async throws {
+    let transport = HTTPSyncTransport(server: url, token: token)
+    let answer = try await transport.fetch(after: 0, limit: 100, waitSeconds: 0)
+    _ = answer
+}
+
+func exampleTransportFile() {
+    let transport = HTTPSyncTransport(server: URL(fileURLWithPath: "/"), token: "v1.…")
+    _ = transport
+}
+
+// Wire.swift
+func exampleWire(_ ledger: Ledger) throws {
+    let request = SyncWire.UpRequest(ledger: ledger.metadata.ledgerID, after: 0, through: 1, events: [])
+    let body = try JSONEncoder().encode(request)
+    _ = body
+}
