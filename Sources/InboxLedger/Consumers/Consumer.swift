@@ -38,6 +38,14 @@ public struct ConsumerBatch: Hashable, Sendable, Codable {
     public var events: [Event]
     /// The sequence to commit: the last event's, or `after` when empty.
     public var through: UInt64 { events.last?.sequence ?? after }
+
+    /// A batch of `events` read after `after` (a part of a batch ``Consumer/next(limit:)``
+    /// returned, or the events that follow a trim after a consumer gap): committing it moves
+    /// the cursor from `after` to its last event.
+    public init(after: UInt64, events: [Event]) {
+        self.after = after
+        self.events = events
+    }
 }
 
 /// A named reader of the log with a durable cursor (an action queue with exactly-once completion).
