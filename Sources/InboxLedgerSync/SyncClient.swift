@@ -123,7 +123,10 @@ public final class SyncClient: Sendable {
         self.ledger = ledger
         self.configuration = configuration
         self.transport = transport ?? HTTPSyncTransport(server: configuration.server, token: configuration.token)
-        do { relay = try ledger.consumer(named: configuration.consumerName) } catch { throw .ledger(error) }
+        // From sequence 0: on a ledger already compacted, the first batch declares the trimmed
+        // prefix lost to the server instead of starting past it (which the server, holding
+        // nothing of this ledger, would answer with a gap).
+        do { relay = try ledger.consumer(named: configuration.consumerName, startingAt: .origin) } catch { throw .ledger(error) }
         var initial = Shared()
         if let saved = try Self.readState(configuration.stateFile) {
             initial.user = saved.user

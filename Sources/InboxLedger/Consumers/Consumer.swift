@@ -121,6 +121,10 @@ extension Ledger {
         case beginning
         /// After the current head: it will read only what comes next.
         case end
+        /// At sequence 0, before every event ever appended: on a trimmed log its first read is
+        /// a ``LedgerError/consumerGap(name:cursor:firstAvailable:)`` that says what was trimmed
+        /// (the sync relay, which must tell its server).
+        case origin
     }
 
     /// The consumer `name`, registered (durably, with a lease) if it does not exist yet.
@@ -136,7 +140,11 @@ extension Ledger {
                 let now = options.clock.now().micros
                 // `.beginning` is the first event still in the log: on a trimmed log, a cursor of 0
                 // would be behind the trim (a consumer gap) from its very first call.
-                let cursor = start == .end ? try headSequence(in: txn) : try firstSequence(in: txn) - 1
+                let cursor = switch start {
+                case .end: try headSequence(in: txn)
+                case .beginning: try firstSequence(in: txn) - 1
+                case .origin: UInt64(0)
+                }
                 try writeConsumer(ConsumerRecord(cursor: cursor, lastSeen: now, createdAt: now), named: name, in: txn)
             }
         }
