@@ -41,6 +41,8 @@ enum Migrations {
                                    listing text, PRIMARY KEY (user_id, message_id))
             """,
         ]),
+        // Sequences each device declared lost before sending them (docs/sync.md, "Up").
+        (2, ["ALTER TABLE ledgers ADD COLUMN lost bigint NOT NULL DEFAULT 0"]),
     ]
 
     static func run(_ client: PostgresClient, logger: Logger) async throws {
@@ -83,6 +85,7 @@ struct Store: Sendable {
             guard request.after <= UInt64(acked) else {
                 throw APIError(status: 409, code: "gap", message: "the batch starts after \(request.after) but the server holds this ledger only through \(acked)", acked: UInt64(acked))
             }
+            let lost = try await recordLost(request, acked: UInt64(acked), on: c)
             let fresh = validated.filter { $0.wire.seq > UInt64(acked) }
             if !fresh.isEmpty {
                 let seqs = fresh.map { Int64($0.wire.seq) }, types = fresh.map(\.wire.type)
@@ -104,7 +107,7 @@ struct Store: Sendable {
             let newAcked = max(UInt64(acked), request.through)
             try await c.query("UPDATE ledgers SET acked = \(Int64(newAcked)) WHERE ledger_id = \(request.ledger)", logger: logger)
             return SyncWire.UpResponse(user: user, ledger: request.ledger, acked: newAcked, applied: fresh.count,
-                                       duplicates: validated.count - fresh.count)
+                                       duplicates: validated.count - fresh.count, lost: lost)
         }
     }
 
@@ -133,16 +136,17 @@ struct Store: Sendable {
         }
         if !reads.isEmpty {
             let ids = Array(reads.keys), flags = ids.map { reads[$0] ?? false }
+            // Only messages the server knows (listed, or read before): a device's read of an id never
+            // listed keeps its device event and feed entry but creates no row (docs/sync.md, "Up").
             try await c.query("""
-                INSERT INTO messages (user_id, message_id, read) SELECT \(user), i, r FROM unnest(\(ids)::text[], \(flags)::bool[]) AS u(i, r)
-                ON CONFLICT (user_id, message_id) DO UPDATE SET read = EXCLUDED.read
+                UPDATE messages SET read = u.r FROM unnest(\(ids)::text[], \(flags)::bool[]) AS u(i, r)
+                WHERE messages.user_id = \(user) AND messages.message_id = u.i
                 """, logger: logger)
         }
         if !removed.isEmpty {
             let ids = Array(removed)
             try await c.query("""
-                INSERT INTO messages (user_id, message_id, removed) SELECT \(user), i, true FROM unnest(\(ids)::text[]) AS u(i)
-                ON CONFLICT (user_id, message_id) DO UPDATE SET removed = true
+                UPDATE messages SET removed = true WHERE user_id = \(user) AND message_id = ANY(\(ids)::text[])
                 """, logger: logger)
         }
         if !listings.isEmpty {
@@ -181,7 +185,8 @@ struct Store: Sendable {
             }
             let change = FeedChange(type: BuiltInEventType.inboxSynced.rawValue, payload: String(decoding: payload, as: UTF8.self),
                                     reads: [], removed: request.removed ?? [], listings: listings.map { ($0.key, $0.value) })
-            try await appendToFeed(user: user, origin: nil, changes: [change], on: c)
+            let settle = try await settlingRemovals(user: user, listed: messages.map(\.id), on: c)
+            try await appendToFeed(user: user, origin: nil, changes: settle + [change], on: c)
             var head: Int64 = 0
             for try await h in try await c.query("SELECT feed_head FROM users WHERE user_id = \(user)", logger: logger).decode(Int64.self) { head = h }
             return SyncWire.PublishResponse(seq: UInt64(head))
@@ -213,9 +218,9 @@ struct Store: Sendable {
                 messages.append(.init(id: id, read: read, removed: removed))
             }
             var ledgers: [SyncWire.ServerState.LedgerState] = []
-            for try await (id, acked) in try await c.query(
-                "SELECT ledger_id, acked FROM ledgers WHERE user_id = \(user) ORDER BY ledger_id", logger: logger).decode((String, Int64).self) {
-                ledgers.append(.init(ledger: id, acked: UInt64(acked)))
+            for try await (id, acked, lost) in try await c.query(
+                "SELECT ledger_id, acked, lost FROM ledgers WHERE user_id = \(user) ORDER BY ledger_id", logger: logger).decode((String, Int64, Int64).self) {
+                ledgers.append(.init(ledger: id, acked: UInt64(acked), lost: UInt64(lost)))
             }
             var head: Int64 = 0, count = 0
             for try await h in try await c.query("SELECT feed_head FROM users WHERE user_id = \(user)", logger: logger).decode(Int64.self) { head = h }
