@@ -109,6 +109,10 @@ struct API: Sendable {
             // Well-formed JSON, a value out of range (a negative sequence, a number over 2^64).
             throw APIError.badRequest("invalid value at \(Self.path(ctx.codingPath)): \(ctx.debugDescription)")
         } catch let DecodingError.dataCorrupted(ctx) {
+            // Some decoders report a number out of range (`"after": -1`) as invalid JSON: say which it is.
+            if (try? JSONSerialization.jsonObject(with: Data(buffer.readableBytesView))) != nil {
+                throw APIError.badRequest("invalid value: a number out of range (sequences are integers in 0…\(Int64.max)): \(ctx.debugDescription)")
+            }
             throw APIError.badRequest("malformed JSON: \(ctx.debugDescription)")
         } catch {
             throw APIError.badRequest("malformed body: \(error)")
