@@ -26,8 +26,17 @@ public struct SyncConfiguration: Sendable {
     public var sharedTypes: Set<String>
     /// The relay consumer's name.
     public var consumerName = "sync-relay"
-    /// Events per up batch (1–1000).
+    /// Events the relay reads per up batch (1–1000).
     public var batchSize = 500
+    /// The most bytes one up request may take (its JSON body, bounded from above): a batch
+    /// is sent in parts below it, each with at least one event. Keep it below the server's
+    /// body limit (`ledger-server serve --max-body`, 1 MiB by default); a 413 still halves the
+    /// part and retries. At least 64 KiB.
+    public var maxBatchBytes = 512 * 1024
+    /// How often the running client renews the relay consumer's lease (idle or offline), so
+    /// compaction does not trim events it has not sent. Keep it well below the compaction
+    /// policy's `consumerLeaseSeconds` (docs/operations.md, "Compaction").
+    public var leaseRenewal: Duration = .seconds(60)
     /// Feed entries per down request (1–1000).
     public var downPageSize = 500
     /// How long a down request waits on the server for a change (0–30 s).
@@ -59,6 +68,8 @@ public struct SyncReport: Hashable, Sendable {
     public var upCursor: UInt64 = 0
     /// The down cursor afterwards.
     public var downCursor: UInt64 = 0
+    /// Events trimmed before they were sent, declared lost to the server (docs/sync.md, "Up").
+    public var eventsLost: UInt64 = 0
 }
 
 /// The device side of sync (docs/sync.md): sends the ledger's shared events to the server
@@ -91,6 +102,8 @@ public final class SyncClient: Sendable {
         var nextObserver = 0
         var user: String?
         var downCursor: UInt64 = 0
+        /// The highest lost sequence counted in ``SyncStatus/eventsLost`` (no double count).
+        var lostCountedThrough: UInt64 = 0
     }
 
     struct StateFile: Codable {
@@ -103,13 +116,17 @@ public final class SyncClient: Sendable {
     /// defaults to ``HTTPSyncTransport`` to `configuration.server`.
     public init(ledger: Ledger, configuration: SyncConfiguration, transport: (any SyncTransport)? = nil) throws(SyncError) {
         guard (1...1000).contains(configuration.batchSize), (1...1000).contains(configuration.downPageSize),
-              (0...30).contains(configuration.longPollSeconds) else {
-            throw .rejected(status: 0, code: "configuration", message: "batchSize and downPageSize must be 1–1000, longPollSeconds 0–30")
+              (0...30).contains(configuration.longPollSeconds), configuration.maxBatchBytes >= 65_536,
+              configuration.leaseRenewal > .zero else {
+            throw .rejected(status: 0, code: "configuration", message: "batchSize and downPageSize must be 1–1000, longPollSeconds 0–30, maxBatchBytes at least 65536, leaseRenewal positive")
         }
         self.ledger = ledger
         self.configuration = configuration
         self.transport = transport ?? HTTPSyncTransport(server: configuration.server, token: configuration.token)
-        do { relay = try ledger.consumer(named: configuration.consumerName) } catch { throw .ledger(error) }
+        // From sequence 0: on a ledger already compacted, the first batch declares the trimmed
+        // prefix lost to the server instead of starting past it (which the server, holding
+        // nothing of this ledger, would answer with a gap).
+        do { relay = try ledger.consumer(named: configuration.consumerName, startingAt: .origin) } catch { throw .ledger(error) }
         var initial = Shared()
         if let saved = try Self.readState(configuration.stateFile) {
             initial.user = saved.user
@@ -162,13 +179,22 @@ public final class SyncClient: Sendable {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.upLoop() }
             group.addTask { await self.downLoop() }
+            group.addTask { await self.leaseLoop() }
         }
-        update { $0.phase = .idle }
+        update { $0.up.phase = .idle; $0.down.phase = .idle }
     }
 
     /// Sends every pending batch, then applies every feed entry available now, once, without
-    /// retrying (transient ledger conditions are still waited through). What `ledger sync`
-    /// without `--watch` does.
+    /// retrying (transient ledger conditions are still waited through), then sends once more
+    /// if the feed brought anything (an empty batch that moves the relay past the feed's own
+    /// events, so no lag is left). What `ledger sync` without `--watch` does. Events trimmed
+    /// before they were sent are declared lost to the server and counted in
+    /// ``SyncReport/eventsLost`` (docs/sync.md, "Up"); they do not stop the sync.
+    ///
+    /// Throws the first ``SyncError`` (nothing is lost: run it again): `.network`/`.server`
+    /// (unreachable, 5xx), `.unauthorized`/`.forbidden` (401/403), `.rejected` (400, or a 413
+    /// for a single event), `.gap` (the server lost acknowledged data), `.protocolViolation`,
+    /// `.ledger`, `.stateFile`, `.cancelled`.
     ///
     /// ```swift
     /// let report = try await client.syncOnce()
@@ -176,15 +202,9 @@ public final class SyncClient: Sendable {
     /// ```
     public func syncOnce() async throws(SyncError) -> SyncReport {
         var report = SyncReport()
-        update { $0.phase = .syncing }
+        try await sendPending(into: &report)
+        update { $0.down.phase = .syncing }
         do {
-            while true {
-                let batch = try await waitingThroughTransient { try await self.relay.next(limit: self.configuration.batchSize) }
-                if batch.events.isEmpty { break }
-                let answer = try await sendAndCommit(batch, retrying: false)
-                report.sent += answer.applied + answer.duplicates
-                report.duplicates += answer.duplicates
-            }
             while true {
                 let after = shared.withLock { $0.downCursor }
                 let page = try await transport.fetch(after: after, limit: configuration.downPageSize, waitSeconds: 0)
@@ -193,38 +213,74 @@ public final class SyncClient: Sendable {
                 if applied == 0 { break }
             }
         } catch {
-            update { $0.phase = error.isRetryable ? .offline : .failed; $0.lastError = error.description }
+            update { $0.down.phase = error.isRetryable ? .offline : .failed; $0.down.lastError = error.description }
             throw error
         }
-        report.upCursor = status.upCursor
+        if report.received > 0 { try await sendPending(into: &report) }
+        report.upCursor = try await waitingThroughTransient { try self.relay.cursor() }
         report.downCursor = shared.withLock { $0.downCursor }
-        update { $0.phase = .idle; $0.lastError = nil }
+        await refreshUpLag()
         return report
+    }
+
+    /// syncOnce's up half: every pending batch, once.
+    func sendPending(into report: inout SyncReport) async throws(SyncError) {
+        update { $0.up.phase = .syncing }
+        do {
+            while true {
+                let next = try await readBatch()
+                if next.batch.events.isEmpty && next.lostThrough == nil { break }
+                let sent = try await sendInParts(next, retrying: false)
+                report.sent += sent.sent
+                report.duplicates += sent.duplicates
+                report.eventsLost += sent.lost
+                if next.batch.events.isEmpty { break }  // everything after the cursor was trimmed: declared, nothing to commit
+            }
+        } catch {
+            update { $0.up.phase = error.isRetryable ? .offline : .failed; $0.up.lastError = error.description }
+            await refreshUpLag()
+            throw error
+        }
+        update { $0.up.phase = .idle; $0.up.lastError = nil }
     }
 
     func upLoop() async {
         while !Task.isCancelled {
             do {
-                for try await batch in relay.batches(limit: configuration.batchSize) {
-                    _ = try await sendAndCommit(batch, retrying: true)
+                let next = try await readBatch()
+                if !next.batch.events.isEmpty || next.lostThrough != nil {
+                    _ = try await sendInParts(next, retrying: true)
                 }
-                return  // cancelled
-            } catch LedgerError.consumerGap(_, let cursor, let first) {
-                // Compaction trimmed events the relay had not sent: they cannot reach the server.
-                let lost = first > cursor + 1 ? first - cursor - 1 : 0
-                do {
-                    _ = try relay.rebase()
-                    update { $0.eventsLost += lost; $0.lastError = "\(lost) events were trimmed before they were sent" }
-                } catch {
-                    update { $0.phase = .failed; $0.lastError = "rebasing the relay: \(error)" }
-                    if !(await pause(configuration.maxBackoff)) { return }
+                if next.batch.events.isEmpty {
+                    // Caught up (or everything after the cursor was trimmed and declared): wait for an append.
+                    update { $0.up.phase = .idle }
+                    await refreshUpLag()
+                    let seen = max(next.batch.after, next.lostThrough ?? 0)
+                    _ = try await waitingThroughTransient { try await self.ledger.waitForChange(after: seen) }
                 }
             } catch {
-                if error is CancellationError || Task.isCancelled { return }
-                let failure = error as? SyncError ?? .ledger(error as? LedgerError ?? .unexpected(path: ledger.path, operation: "sync", reason: "\(error)"))
-                update { $0.phase = .failed; $0.lastError = failure.description }
+                if error == .cancelled || Task.isCancelled { return }
+                update { $0.up.phase = .failed; $0.up.lastError = error.description }
+                await refreshUpLag()
                 if !(await pause(configuration.maxBackoff)) { return }
             }
+        }
+    }
+
+    /// Renews the relay consumer's lease every ``SyncConfiguration/leaseRenewal`` while the
+    /// client runs (idle or offline), so compaction never trims what it has not sent yet.
+    func leaseLoop() async {
+        while await pause(configuration.leaseRenewal) {
+            do {
+                try await waitingThroughTransient { try self.relay.heartbeat() }
+            } catch .ledger(.consumerConflict) {
+                // The up loop committed in between: that renewed the lease too.
+            } catch .cancelled {
+                return
+            } catch {
+                update { $0.up.lastError = "renewing the relay's lease: \(error)" }
+            }
+            await refreshUpLag()
         }
     }
 
@@ -239,19 +295,100 @@ public final class SyncClient: Sendable {
             } catch .cancelled {
                 return
             } catch {
-                update { $0.phase = error.isRetryable ? .offline : .failed; $0.lastError = error.description }
+                update { $0.down.phase = error.isRetryable ? .offline : .failed; $0.down.lastError = error.description }
                 if !(await pause(error.isRetryable ? jittered(backoff) : configuration.maxBackoff)) { return }
                 if error.isRetryable { backoff = min(backoff * 2, configuration.maxBackoff) }
             }
         }
     }
 
-    /// Sends `batch`'s shared events and commits the relay's cursor once the server holds them.
-    func sendAndCommit(_ batch: ConsumerBatch, retrying: Bool) async throws(SyncError) -> SyncWire.UpResponse {
+    /// The relay's next batch, and what the device lost before it.
+    struct UpBatch: Sendable {
+        var batch: ConsumerBatch
+        /// Set after a consumer gap: sequences `batch.after+1 … lostThrough` were trimmed
+        /// before they were sent; the batch's events (the retained ones) follow them.
+        var lostThrough: UInt64?
+    }
+
+    /// Reads the relay's next batch. After a consumer gap it does not rebase: the cursor stays
+    /// where the server acknowledged, and the batch holds the retained events after the trim,
+    /// with the trimmed sequences to declare lost — observed now, in the ledger, so nothing
+    /// needs to persist across a crash.
+    func readBatch() async throws(SyncError) -> UpBatch {
+        let relay = self.relay, ledger = self.ledger, limit = configuration.batchSize
+        return try await waitingThroughTransient { () throws -> UpBatch in
+            do {
+                return UpBatch(batch: try relay.next(limit: limit))
+            } catch LedgerError.consumerGap(_, let cursor, let first) {
+                // One snapshot each: every sequence between the cursor and the first event returned is trimmed.
+                let events = try ledger.events(after: cursor, limit: limit)
+                let lostThrough = (events.first?.sequence ?? first) - 1
+                return UpBatch(batch: ConsumerBatch(after: cursor, events: events), lostThrough: lostThrough > cursor ? lostThrough : nil)
+            }
+        }
+    }
+
+    /// What ``sendInParts(_:retrying:)`` got acknowledged.
+    struct Sent { var sent = 0, duplicates = 0, lost: UInt64 = 0 }
+
+    /// Sends `next` in parts no larger than ``SyncConfiguration/maxBatchBytes`` (at least one
+    /// event each), halving a part the server refuses as too large (413), committing each.
+    func sendInParts(_ next: UpBatch, retrying: Bool) async throws(SyncError) -> Sent {
+        var total = Sent()
+        var after = next.batch.after
+        var rest = next.batch.events[...]
+        var lostThrough = next.lostThrough
+        repeat {
+            let envelope = SyncWire.UpRequest.envelopeSizeBound(ledger: ledger.metadata.ledgerID)
+            var size = envelope, count = 0
+            for event in rest {
+                let bound = isShared(event) ? SyncWire.UpEvent(event).encodedSizeBound + 1 : 0
+                if count > 0, size + bound > configuration.maxBatchBytes { break }
+                size += bound
+                count += 1
+            }
+            while true {
+                let part = ConsumerBatch(after: after, events: Array(rest.prefix(count)))
+                do {
+                    let answer = try await sendAndCommit(part, lostThrough: lostThrough, retrying: retrying)
+                    total.sent += answer.applied + answer.duplicates
+                    total.duplicates += answer.duplicates
+                    if let lostThrough { total.lost += countLost(after: after, through: lostThrough) }
+                    after = max(part.through, lostThrough ?? 0)
+                    break
+                } catch .rejected(413, let code, let message) where count > 1 {
+                    // The server's limit is below ours: halve, and try again at once.
+                    count = (count + 1) / 2
+                    update { $0.up.lastError = "rejected (413 \(code)): \(message); sending \(count) events at a time" }
+                }
+            }
+            rest = rest.dropFirst(count)
+            lostThrough = nil
+        } while !rest.isEmpty
+        return total
+    }
+
+    /// Counts the lost sequences `after+1 … through` not counted yet in this run, in ``SyncStatus/eventsLost``.
+    func countLost(after: UInt64, through: UInt64) -> UInt64 {
+        shared.withLock { s in
+            let from = max(after, s.lostCountedThrough)
+            guard through > from else { return 0 }
+            s.lostCountedThrough = through
+            let lost = through - from
+            s.status.eventsLost += lost
+            for observer in s.observers.values { observer.yield(s.status) }
+            return lost
+        }
+    }
+
+    /// Sends `batch`'s shared events (declaring `after+1 … lostThrough` lost) and commits the
+    /// relay's cursor once the server holds them.
+    func sendAndCommit(_ batch: ConsumerBatch, lostThrough: UInt64? = nil, retrying: Bool) async throws(SyncError) -> SyncWire.UpResponse {
+        let through = max(batch.through, lostThrough ?? 0)
         let request = SyncWire.UpRequest(
-            ledger: ledger.metadata.ledgerID, after: batch.after, through: batch.through,
-            events: batch.events.filter(isShared).map(SyncWire.UpEvent.init))
-        update { $0.phase = .syncing }
+            ledger: ledger.metadata.ledgerID, after: batch.after, through: through,
+            events: batch.events.filter(isShared).map(SyncWire.UpEvent.init), lostThrough: lostThrough)
+        update { $0.up.phase = .syncing }
         var backoff = configuration.initialBackoff
         var answer: SyncWire.UpResponse
         while true {
@@ -259,37 +396,57 @@ public final class SyncClient: Sendable {
                 answer = try await transport.send(request)
                 break
             } catch {
-                update { $0.phase = error.isRetryable ? .offline : .failed; $0.lastError = error.description }
+                update { $0.up.phase = error.isRetryable ? .offline : .failed; $0.up.lastError = error.description }
+                if case .rejected(413, _, _) = error, batch.events.count > 1 { throw error }  // the caller halves the batch
+                await refreshUpLag()
                 guard retrying, error != .cancelled else { throw error }
                 guard await pause(error.isRetryable ? jittered(backoff) : configuration.maxBackoff) else { throw .cancelled }
                 if error.isRetryable { backoff = min(backoff * 2, configuration.maxBackoff) }
             }
         }
-        guard answer.acked >= batch.through, answer.ledger == request.ledger else {
-            throw .protocolViolation("the server acknowledged \(answer.acked) of ledger \(answer.ledger) for a batch through \(batch.through) of \(request.ledger)")
+        guard answer.acked >= through, answer.ledger == request.ledger else {
+            throw .protocolViolation("the server acknowledged \(answer.acked) of ledger \(answer.ledger) for a batch through \(through) of \(request.ledger)")
         }
-        // Only now: the server holds every event up to `through`.
-        do {
-            _ = try await relay.commit(batch)
-        } catch is CancellationError {
-            throw .cancelled  // the next run resends the batch: duplicates, applied once
-        } catch LedgerError.consumerConflict {
-            // Another instance of the relay committed this range first; the server holds it.
-        } catch {
-            throw .ledger(error as? LedgerError ?? .unexpected(path: ledger.path, operation: "commit the relay", reason: "\(error)"))
+        // Only now: the server holds every event up to `through`. (A batch of no retained
+        // events after a trim has nothing to commit: the next one moves the cursor over it.)
+        if !batch.events.isEmpty {
+            do {
+                _ = try await relay.commit(batch)
+            } catch is CancellationError {
+                throw .cancelled  // the next run resends the batch: duplicates, applied once
+            } catch LedgerError.consumerConflict {
+                // Another instance of the relay committed this range first; the server holds it.
+            } catch {
+                throw .ledger(error as? LedgerError ?? .unexpected(path: ledger.path, operation: "commit the relay", reason: "\(error)"))
+            }
         }
-        // The head only feeds the lag shown; if it cannot be read now, the lag stays as it was.
-        var head: UInt64?
-        do { head = try await ledger.headSequence() } catch { head = nil }
         update { s in
-            s.phase = .idle
+            s.up.phase = .idle
             s.eventsSent += answer.applied + answer.duplicates
             s.upCursor = max(s.upCursor, batch.through)
-            if let head { s.upLag = head > s.upCursor ? head - s.upCursor : 0 }
-            s.lastError = nil
-            s.lastSuccess = Timestamp(Date())
+            s.up.lastError = nil
+            s.up.lastSuccess = Timestamp(Date())
         }
+        await refreshUpLag()
         return answer
+    }
+
+    /// Sets ``SyncStatus/upLag`` (and the cursor) from the ledger: the events after the
+    /// relay's cursor. If they cannot be read now, the values stay as they were (they only
+    /// feed the status).
+    func refreshUpLag() async {
+        let relay = self.relay, ledger = self.ledger
+        let read: (UInt64, UInt64)?
+        do {
+            read = try await ledger.retryingTransient { () throws -> (UInt64, UInt64) in (try relay.cursor(), try ledger.headSequence()) }
+        } catch {
+            read = nil
+        }
+        guard let (cursor, head) = read else { return }
+        update { s in
+            s.upCursor = cursor
+            s.upLag = head > cursor ? head - cursor : 0
+        }
     }
 
     /// Appends one answer's changes in one append, each under its feed key, then stores the
@@ -321,12 +478,12 @@ public final class SyncClient: Sendable {
         }
         let cursor = shared.withLock { $0.downCursor }
         update { s in
-            s.phase = .idle
+            s.down.phase = .idle
             s.changesReceived += page.changes.count
             s.downCursor = cursor
             s.downHead = max(page.head, cursor)
-            s.lastError = nil
-            s.lastSuccess = Timestamp(Date())
+            s.down.lastError = nil
+            s.down.lastSuccess = Timestamp(Date())
         }
         return page.changes.count
     }

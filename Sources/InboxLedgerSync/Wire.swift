@@ -63,13 +63,18 @@ public enum SyncWire {
         public var through: UInt64
         /// The shared events among them, in order.
         public var events: [UpEvent]
+        /// Set when the device lost sequences `after+1 … lostThrough` before sending them (its
+        /// compaction trimmed them: a consumer gap); every event is above it. The server records
+        /// how many of them it did not hold (`lost` in `/v1/state`).
+        public var lostThrough: UInt64?
 
-        /// A request covering `after+1 … through`.
-        public init(ledger: String, after: UInt64, through: UInt64, events: [UpEvent]) {
+        /// A request covering `after+1 … through`, declaring `after+1 … lostThrough` lost.
+        public init(ledger: String, after: UInt64, through: UInt64, events: [UpEvent], lostThrough: UInt64? = nil) {
             self.ledger = ledger
             self.after = after
             self.through = through
             self.events = events
+            self.lostThrough = lostThrough
         }
     }
 
@@ -85,14 +90,18 @@ public enum SyncWire {
         public var applied: Int
         /// Events of this request the server already held (not applied again).
         public var duplicates: Int
+        /// Of the sequences the request declared lost, those the server recorded now (it did
+        /// not hold them); absent when none were declared.
+        public var lost: UInt64?
 
         /// An answer.
-        public init(user: String, ledger: String, acked: UInt64, applied: Int, duplicates: Int) {
+        public init(user: String, ledger: String, acked: UInt64, applied: Int, duplicates: Int, lost: UInt64? = nil) {
             self.user = user
             self.ledger = ledger
             self.acked = acked
             self.applied = applied
             self.duplicates = duplicates
+            self.lost = lost
         }
     }
 
@@ -188,6 +197,16 @@ public enum SyncWire {
                 self.read = read
                 self.removed = removed
             }
+
+            enum CodingKeys: String, CodingKey { case id, read, removed }
+
+            /// Always writes `read`, as `null` when the server has no flag.
+            public func encode(to encoder: any Encoder) throws {
+                var c = encoder.container(keyedBy: CodingKeys.self)
+                try c.encode(id, forKey: .id)
+                try c.encode(read, forKey: .read)
+                try c.encode(removed, forKey: .removed)
+            }
         }
 
         /// One device ledger of the user.
@@ -196,11 +215,14 @@ public enum SyncWire {
             public var ledger: String
             /// The highest contiguous sequence held.
             public var acked: UInt64
+            /// Sequences the device declared lost before sending them (trimmed on the device), in all.
+            public var lost: UInt64
 
             /// A ledger's state.
-            public init(ledger: String, acked: UInt64) {
+            public init(ledger: String, acked: UInt64, lost: UInt64 = 0) {
                 self.ledger = ledger
                 self.acked = acked
+                self.lost = lost
             }
         }
 
@@ -224,4 +246,32 @@ public enum SyncWire {
             self.deviceEvents = deviceEvents
         }
     }
+}
+
+extension SyncWire.UpEvent {
+    /// An upper bound of this event's size in a JSON body (JSONEncoder's output: a quote,
+    /// backslash or slash takes 2 bytes, a control character at most 6, any other byte 1).
+    /// The worst case of a 64 KiB payload is 6 × 65,536 + 500 bytes, about 385 KiB: one event
+    /// alone always fits the server's default 1 MiB body.
+    public var encodedSizeBound: Int {
+        120 + Self.jsonStringBound(type) + (key.map(Self.jsonStringBound) ?? 0)
+            + (payload.map(Self.jsonStringBound) ?? 0) + (payloadBase64?.utf8.count ?? 0) + 2
+    }
+
+    static func jsonStringBound(_ text: String) -> Int {
+        var size = 2
+        for byte in text.utf8 {
+            switch byte {
+            case 0x22, 0x5C, 0x2F: size += 2
+            case 0..<0x20: size += 6
+            default: size += 1
+            }
+        }
+        return size
+    }
+}
+
+extension SyncWire.UpRequest {
+    /// An upper bound of the request's size as JSON, without its events (see ``SyncWire/UpEvent/encodedSizeBound``).
+    public static func envelopeSizeBound(ledger: String) -> Int { 200 + SyncWire.UpEvent.jsonStringBound(ledger) }
 }

@@ -23,6 +23,14 @@ final class FakeServer: SyncTransport, Sendable {
         var faults: [Fault] = []
         var sends = 0
         var fetches = 0
+        /// Sequences each ledger declared lost (and the server did not hold).
+        var lost: [String: UInt64] = [:]
+        /// Refuse every request while set (the server is unreachable).
+        var offline = false
+        /// Answer 413 to a body larger than this (ledger-server's `--max-body`).
+        var maxBodyBytes = 1_048_576
+        /// The size of each up body received.
+        var bodySizes: [Int] = []
     }
 
     let user: String
@@ -40,13 +48,18 @@ final class FakeServer: SyncTransport, Sendable {
     var sends: Int { state.withLock { $0.sends } }
 
     func send(_ request: SyncWire.UpRequest) async throws(SyncError) -> SyncWire.UpResponse {
+        let size = (try? JSONEncoder().encode(request).count) ?? 0
         let result: Result<SyncWire.UpResponse, SyncError> = state.withLock { s in
             s.sends += 1
+            if s.offline { return .failure(.network("connection refused")) }
+            s.bodySizes.append(size)
+            if size > s.maxBodyBytes { return .failure(.rejected(status: 413, code: "too_large", message: "the body exceeds \(s.maxBodyBytes) bytes")) }
             let fault = s.faults.isEmpty ? nil : s.faults.removeFirst()
             if case .refuse = fault { return .failure(.network("connection refused")) }
             let acked = s.acked[request.ledger, default: 0]
             if case .gap = fault { return .failure(.gap(serverAcked: acked, deviceCursor: request.after)) }
             guard request.after <= acked else { return .failure(.gap(serverAcked: acked, deviceCursor: request.after)) }
+            if let lostThrough = request.lostThrough, lostThrough > acked { s.lost[request.ledger, default: 0] += lostThrough - acked }
             let fresh = request.events.filter { $0.seq > acked }
             s.applied[request.ledger, default: []] += fresh
             s.acked[request.ledger] = max(acked, request.through)
@@ -72,6 +85,7 @@ final class FakeServer: SyncTransport, Sendable {
     func fetch(after: UInt64, limit: Int, waitSeconds: Int) async throws(SyncError) -> SyncWire.DownResponse {
         let result: Result<SyncWire.DownResponse, SyncError> = state.withLock { s in
             s.fetches += 1
+            if s.offline { return .failure(.network("connection refused")) }
             if case .refuse = s.faults.first {
                 s.faults.removeFirst()
                 return .failure(.network("connection refused"))

@@ -46,11 +46,19 @@ struct Sync: AsyncParsableCommand {
     @Option(help: "Events per up batch (1–1000).")
     var batchSize = 500
 
+    @Option(help: "Bytes per up request at most (at least 65536; default 524288).")
+    var maxBatchBytes = 512 * 1024
+
+    @Option(help: "Seconds between renewals of the relay consumer's lease while --watch runs (keep it below the compaction lease).")
+    var leaseRenewal = 60.0
+
     func validate() throws {
         guard !location.readOnly else { throw ValidationError("sync appends and commits: it cannot run with --read-only") }
         guard URL(string: server)?.host != nil else { throw ValidationError("--server: expected a URL such as http://127.0.0.1:8080") }
         guard token ?? ProcessInfo.processInfo.environment["LEDGER_SYNC_TOKEN"] != nil else { throw ValidationError("--token or LEDGER_SYNC_TOKEN is required") }
         guard (1...1000).contains(batchSize) else { throw ValidationError("--batch-size must be 1–1000") }
+        guard maxBatchBytes >= 65_536 else { throw ValidationError("--max-batch-bytes must be at least 65536") }
+        guard leaseRenewal > 0 else { throw ValidationError("--lease-renewal must be positive") }
     }
 
     func run() async throws {
@@ -62,6 +70,8 @@ struct Sync: AsyncParsableCommand {
         var configuration = SyncConfiguration(server: url, token: token, stateFile: state ?? directory + ".sync-state",
                                               sharedCustomTypes: Set(sharedTypes))
         configuration.batchSize = batchSize
+        configuration.maxBatchBytes = maxBatchBytes
+        configuration.leaseRenewal = .milliseconds(Int64(leaseRenewal * 1000))
         let client: SyncClient
         do { client = try SyncClient(ledger: ledger, configuration: configuration) } catch { throw failure(error) }
 
@@ -71,7 +81,8 @@ struct Sync: AsyncParsableCommand {
             if json {
                 try emit(try jsonLine(ReportOutput(report)))
             } else {
-                try emit("sent \(report.sent) (\(report.duplicates) already held), received \(report.received); up cursor \(report.upCursor), down cursor \(report.downCursor)")
+                try emit("sent \(report.sent) (\(report.duplicates) already held), received \(report.received); up cursor \(report.upCursor), down cursor \(report.downCursor)"
+                    + (report.eventsLost > 0 ? "; \(report.eventsLost) events trimmed before they were sent, declared lost" : ""))
             }
             return
         }
@@ -82,6 +93,8 @@ struct Sync: AsyncParsableCommand {
             } else {
                 var line = "sync: \(status.phase.rawValue) sent=\(status.eventsSent) received=\(status.changesReceived) "
                     + "up-cursor=\(status.upCursor) up-lag=\(status.upLag) down-cursor=\(status.downCursor) down-lag=\(status.downLag)"
+                if status.eventsLost > 0 { line += " lost=\(status.eventsLost)" }
+                if status.up.phase != status.down.phase { line += " up=\(status.up.phase.rawValue) down=\(status.down.phase.rawValue)" }
                 if let error = status.lastError { line += " error=\(error)" }
                 try emit(line)
             }

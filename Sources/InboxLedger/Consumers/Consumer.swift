@@ -22,6 +22,14 @@ public struct ConsumerBatch: Hashable, Sendable, Codable {
     public var events: [Event]
     /// The sequence to commit: the last event's, or `after` when empty.
     public var through: UInt64 { events.last?.sequence ?? after }
+
+    /// A batch of `events` read after `after` (a part of a batch ``Consumer/next(limit:)``
+    /// returned, or the events that follow a trim after a consumer gap): committing it moves
+    /// the cursor from `after` to its last event.
+    public init(after: UInt64, events: [Event]) {
+        self.after = after
+        self.events = events
+    }
 }
 
 /// A named reader of the log with a durable cursor (an action queue with exactly-once completion).
@@ -97,6 +105,10 @@ extension Ledger {
         case beginning
         /// After the current head: it will read only what comes next.
         case end
+        /// At sequence 0, before every event ever appended: on a trimmed log its first read is
+        /// a ``LedgerError/consumerGap(name:cursor:firstAvailable:)`` that says what was trimmed
+        /// (the sync relay, which must tell its server).
+        case origin
     }
 
     /// The consumer `name`, registered (durably, with a lease) if it does not exist yet.
@@ -112,7 +124,11 @@ extension Ledger {
                 let now = options.clock.now().micros
                 // `.beginning` is the first event still in the log: on a trimmed log, a cursor of 0
                 // would be behind the trim (a consumer gap) from its very first call.
-                let cursor = start == .end ? try headSequence(in: txn) : try firstSequence(in: txn) - 1
+                let cursor = switch start {
+                case .end: try headSequence(in: txn)
+                case .beginning: try firstSequence(in: txn) - 1
+                case .origin: UInt64(0)
+                }
                 try writeConsumer(ConsumerRecord(cursor: cursor, lastSeen: now, createdAt: now), named: name, in: txn)
             }
         }

@@ -76,7 +76,7 @@ struct Token: ParsableCommand {
 
     @Option(help: "The user id: 1–64 of A-Z a-z 0-9 . _ -") var user: String
     @Option(help: "device (sync a device) or publish (list messages for the user).") var scope = "device"
-    @Option(help: "Lifetime in seconds (negative: already expired, for tests).") var ttl: Int64 = 30 * 86_400
+    @Option(parsing: .unconditional, help: "Lifetime in seconds (negative, as `--ttl -10`: already expired, for tests).") var ttl: Int64 = 30 * 86_400
     @OptionGroup var secret: SecretOption
 
     func run() throws {

@@ -107,8 +107,15 @@ struct API: Sendable {
             throw APIError.badRequest("wrong type at \(Self.path(ctx.codingPath)): \(ctx.debugDescription)")
         } catch let DecodingError.valueNotFound(_, ctx) {
             throw APIError.badRequest("null at \(Self.path(ctx.codingPath))")
+        } catch let DecodingError.dataCorrupted(ctx) where !ctx.codingPath.isEmpty {
+            // Well-formed JSON, a value out of range (a negative sequence, a number over 2^64).
+            throw APIError.badRequest("invalid value at \(Self.path(ctx.codingPath)): \(ctx.debugDescription)")
         } catch let DecodingError.dataCorrupted(ctx) {
-            throw APIError.badRequest("malformed JSON\(ctx.codingPath.isEmpty ? "" : " at " + Self.path(ctx.codingPath)): \(ctx.debugDescription)")
+            // Some decoders report a number out of range (`"after": -1`) as invalid JSON: say which it is.
+            if (try? JSONSerialization.jsonObject(with: Data(buffer.readableBytesView))) != nil {
+                throw APIError.badRequest("invalid value: a number out of range (sequences are integers in 0…\(Int64.max)): \(ctx.debugDescription)")
+            }
+            throw APIError.badRequest("malformed JSON: \(ctx.debugDescription)")
         } catch {
             throw APIError.badRequest("malformed body: \(error)")
         }
@@ -117,9 +124,11 @@ struct API: Sendable {
     /// Range, order, sizes and each built-in payload, by the ledger's own decoder.
     func validate(_ body: SyncWire.UpRequest) throws -> [ValidatedEvent] {
         guard (1...128).contains(body.ledger.utf8.count) else { throw APIError.badRequest("ledger: must be 1–128 bytes") }
-        guard body.after <= body.through, body.through <= UInt64(Int64.max) else {
+        guard body.through <= UInt64(Int64.max) else { throw APIError.badRequest("through: \(body.through) is above \(Int64.max)") }
+        guard body.after <= body.through else {
             throw APIError.badRequest("after (\(body.after)) must not exceed through (\(body.through))")
         }
+        try validateLost(body)
         guard body.events.count <= Self.maxEvents else { throw APIError.badRequest("events: at most \(Self.maxEvents) per request, got \(body.events.count)") }
         var previous = body.after
         var out: [ValidatedEvent] = []

@@ -99,6 +99,8 @@ enum Migrations {
             $fn$
             """,
         ]),
+        // Sequences each device declared lost before sending them (docs/sync.md, "Up").
+        (3, ["ALTER TABLE ledgers ADD COLUMN lost bigint NOT NULL DEFAULT 0"]),
     ]
 
     static func run(_ client: PostgresClient, logger: Logger) async throws {
@@ -163,19 +165,26 @@ struct Store: Sendable {
                 }
             }
         }
-        var acked: Int64 = -1, applied: Int64 = 0, entries: Int64 = 0
+        let call: PostgresQuery = """
+            SELECT out_acked, out_applied, out_changes FROM ledger_up(\(request.ledger), \(user), \(Int64(request.after)), \(Int64(request.through)),
+                \(seqs)::int8[], \(types)::text[], \(keys)::text[], \(times)::int8[], \(payloads)::text[], \(binary)::bool[],
+                \(feedEvent)::int8[], \(feedTypes)::text[], \(feedPayloads)::text[],
+                \(readEvent)::int8[], \(readIDs)::text[], \(readFlags)::bool[], \(removedEvent)::int8[], \(removedIDs)::text[])
+            """
+        var acked: Int64 = -1, applied: Int64 = 0, entries: Int64 = 0, lost: UInt64?
         do {
-            let rows = try await client.query("""
-                SELECT out_acked, out_applied, out_changes FROM ledger_up(\(request.ledger), \(user), \(Int64(request.after)), \(Int64(request.through)),
-                    \(seqs)::int8[], \(types)::text[], \(keys)::text[], \(times)::int8[], \(payloads)::text[], \(binary)::bool[],
-                    \(feedEvent)::int8[], \(feedTypes)::text[], \(feedPayloads)::text[],
-                    \(readEvent)::int8[], \(readIDs)::text[], \(readFlags)::bool[], \(removedEvent)::int8[], \(removedIDs)::text[])
-                """, logger: logger)
-            for try await (a, n, f) in rows.decode((Int64, Int64, Int64).self) {
-                acked = a
-                applied = n
-                entries = f
+            let result: (Int64, Int64, Int64, UInt64?)
+            if request.lostThrough == nil {
+                // The common case: one statement, its own transaction.
+                result = try await Self.decodeUp(client.query(call, logger: logger), lost: nil)
+            } else {
+                // Declared losses (rare): recorded in the same transaction as the batch.
+                result = try await client.withTransaction(logger: logger) { c in
+                    let recorded = try await recordLost(request, user: user, on: c)
+                    return try await Self.decodeUp(c.query(call, logger: logger), lost: recorded)
+                }
             }
+            (acked, applied, entries, lost) = result
         } catch let error as PSQLError where error.serverInfo?[.sqlState] == "LG403" {
             throw APIError.forbidden(error.serverInfo?[.message] ?? "ledger \(request.ledger) belongs to another user")
         } catch let error as PSQLError where error.serverInfo?[.sqlState] == "LG409" {
@@ -184,7 +193,14 @@ struct Store: Sendable {
         }
         guard acked >= Int64(request.through) else { throw APIError(status: 500, code: "internal", message: "ledger_up answered no acknowledgement") }
         return (SyncWire.UpResponse(user: user, ledger: request.ledger, acked: UInt64(acked), applied: Int(applied),
-                                    duplicates: validated.count - Int(applied)), entries)
+                                    duplicates: validated.count - Int(applied), lost: lost), entries)
+    }
+
+    /// `ledger_up`'s one row: acked, applied, feed entries (and the losses recorded beside it).
+    private static func decodeUp(_ rows: PostgresRowSequence, lost: UInt64?) async throws -> (Int64, Int64, Int64, UInt64?) {
+        var row: (Int64, Int64, Int64) = (-1, 0, 0)
+        for try await r in rows.decode((Int64, Int64, Int64).self) { row = r }
+        return (row.0, row.1, row.2, lost)
     }
 
     /// Appends `changes` to the user's feed (dense numbers under the user row's lock), applies
@@ -301,9 +317,9 @@ struct Store: Sendable {
                 messages.append(.init(id: id, read: read, removed: removed))
             }
             var ledgers: [SyncWire.ServerState.LedgerState] = []
-            for try await (id, acked) in try await c.query(
-                "SELECT ledger_id, acked FROM ledgers WHERE user_id = \(user) ORDER BY ledger_id", logger: logger).decode((String, Int64).self) {
-                ledgers.append(.init(ledger: id, acked: UInt64(acked)))
+            for try await (id, acked, lost) in try await c.query(
+                "SELECT ledger_id, acked, lost FROM ledgers WHERE user_id = \(user) ORDER BY ledger_id", logger: logger).decode((String, Int64, Int64).self) {
+                ledgers.append(.init(ledger: id, acked: UInt64(acked), lost: UInt64(lost)))
             }
             var head: Int64 = 0, count = 0
             for try await h in try await c.query("SELECT feed_head FROM users WHERE user_id = \(user)", logger: logger).decode(Int64.self) { head = h }
