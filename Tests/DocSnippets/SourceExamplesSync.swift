@@ -41,7 +41,7 @@ func exampleSyncError(_ client: SyncClient) async {
 // SyncStatus.swift
 func exampleSyncStatus(_ client: SyncClient) async {
     for await status in client.statusUpdates() where status.phase == .offline {
-        print("offline:", status.lastError ?? "")
+        print("offline:", status.lastError ?? "", "up", status.up.phase, "down", status.down.phase)
     }
 }
 
