@@ -295,18 +295,6 @@ private final class FlowRun {
 
     /// What differs between the ledger and the model, if anything.
     func mismatch() throws -> String? {
-        let list = try ledger.widgetList(limit: 10_000)
-        let rows = list.items.map { "\($0.id)\($0.read ? "(read)" : "")" }
-        let expected = model.orderedIDs.map { id in "\(id)\(model.rows[id]?.read == true ? "(read)" : "")" }
-        if rows != expected { return "rows \(rows), model \(expected)" }
-        for item in list.items where item.title != model.rows[item.id]?.title {
-            return "title of \(item.id) \(item.title), model \(model.rows[item.id]?.title ?? "-")"
-        }
-        if list.unreadCount != model.unread { return "unread \(list.unreadCount), model \(model.unread)" }
-        if list.announced != model.announcedCount { return "announced \(list.announced), model \(model.announcedCount)" }
-        if list.badge != model.badge { return "badge \(list.badge), model \(model.badge)" }
-        let pending = try ledger.pendingActions(limit: 10_000).map(\.actionID)
-        if pending != model.pending { return "pending \(pending), model \(model.pending)" }
-        return nil
+        model.mismatch(list: try ledger.widgetList(limit: 10_000), pending: try ledger.pendingActions(limit: 10_000).map(\.actionID))
     }
 }

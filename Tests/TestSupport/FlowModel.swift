@@ -118,3 +118,22 @@ public struct FlowModel: Sendable {
         }
     }
 }
+
+extension FlowModel {
+    /// What differs between a ledger's widget list and pending actions and the model — rows in
+    /// order with their read state, titles, unread, announced, badge, pending action ids — or nil.
+    /// `list` must hold every row (a large limit).
+    public func mismatch(list: WidgetList, pending: [String]) -> String? {
+        let rows = list.items.map { "\($0.id)\($0.read ? "(read)" : "")" }
+        let expected = orderedIDs.map { id in "\(id)\(self.rows[id]?.read == true ? "(read)" : "")" }
+        if rows != expected { return "rows \(rows), model \(expected)" }
+        for item in list.items where item.title != self.rows[item.id]?.title {
+            return "title of \(item.id) \(item.title), model \(self.rows[item.id]?.title ?? "-")"
+        }
+        if list.unreadCount != unread { return "unread \(list.unreadCount), model \(unread)" }
+        if list.announced != announcedCount { return "announced \(list.announced), model \(announcedCount)" }
+        if list.badge != badge { return "badge \(list.badge), model \(badge)" }
+        if pending != self.pending { return "pending \(pending), model \(self.pending)" }
+        return nil
+    }
+}

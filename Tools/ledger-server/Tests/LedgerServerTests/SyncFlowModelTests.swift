@@ -435,18 +435,7 @@ final class SyncFlowRun {
 
     private func deviceMismatch(_ device: Device, _ flow: FlowModel) async throws -> String? {
         let list = try await device.ledger.widgetList(limit: 10_000)
-        let rows = list.items.map { "\($0.id)\($0.read ? "(read)" : "")" }
-        let expected = flow.orderedIDs.map { "\($0)\(flow.rows[$0]?.read == true ? "(read)" : "")" }
-        if rows != expected { return "rows \(rows), model \(expected)" }
-        for item in list.items where item.title != flow.rows[item.id]?.title {
-            return "title of \(item.id) \(item.title), model \(flow.rows[item.id]?.title ?? "-")"
-        }
-        if list.unreadCount != flow.unread { return "unread \(list.unreadCount), model \(flow.unread)" }
-        if list.announced != flow.announcedCount { return "announced \(list.announced), model \(flow.announcedCount)" }
-        if list.badge != flow.badge { return "badge \(list.badge), model \(flow.badge)" }
-        let pending = try await device.ledger.pendingActions(limit: 10_000).map(\.actionID)
-        if pending != flow.pending { return "pending \(pending), model \(flow.pending)" }
-        return nil
+        return flow.mismatch(list: list, pending: try await device.ledger.pendingActions(limit: 10_000).map(\.actionID))
     }
 
     /// The server holds each shared event once, its feed is the model's, entry for entry, and
