@@ -97,15 +97,18 @@ public enum FileSharing {
     /// Refuses a `data.mdb` or `lock.mdb` that already exists as a symbolic link or with more
     /// than one hard link, before this layer or LMDB creates or writes anything in `directory`
     /// (the check after `mdb_env_open` catches what changes in between).
-    static func refuseLinkedFiles(directory: String) throws(LMDBError) {
-        for name in ["data.mdb", "lock.mdb"] {
-            var s = stat_t()
-            guard lstat(directory + "/" + name, &s) == 0 else {
-                if errno == ENOENT { continue }
-                throw refuse(directory, "\(name) cannot be examined: \(String(cString: strerror(errno)))")
-            }
-            if let problem = FileIdentity.linkProblem(s, name: name) { throw refuse(directory, problem) }
+    static func refuseLinkedFiles(directory: String, dataPath: String, lockPath: String) throws(LMDBError) {
+        try refuseLinked(dataPath, name: "data.mdb", directory: directory)
+        try refuseLinked(lockPath, name: "lock.mdb", directory: directory)
+    }
+
+    private static func refuseLinked(_ path: String, name: String, directory: String) throws(LMDBError) {
+        var s = stat_t()
+        guard lstat(path, &s) == 0 else {
+            if errno == ENOENT { return }
+            throw refuse(directory, "\(name) cannot be examined: \(String(cString: strerror(errno)))")
         }
+        if let problem = FileIdentity.linkProblem(s, name: name) { throw refuse(directory, problem) }
     }
 
     static func refuseDataFileInUse(directory: String) throws(LMDBError) {

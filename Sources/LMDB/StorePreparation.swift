@@ -26,10 +26,15 @@ enum StorePreparation {
     static func prepare(directory: String, configuration: EnvironmentConfiguration) throws(LMDBError) {
         // Before this layer or LMDB opens any file of the store (docs/lmdb.md rule 28).
         try StandardDescriptors.ensureOpen()
-        // A linked file is refused before lock.mdb is created (nothing written).
-        try FileSharing.refuseLinkedFiles(directory: directory)
         let lockPath = directory + "/lock.mdb"
-        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, mode_t(configuration.fileMode))
+        var fd = open(lockPath, O_RDWR | O_CLOEXEC)
+        if fd < 0, errno == ENOENT {
+            // lock.mdb is about to be created: a data file linked here is refused first, so
+            // nothing is written in this directory (an existing lock.mdb is checked after
+            // mdb_env_open, with the identity of the files LMDB opened).
+            try FileSharing.refuseLinkedFiles(directory: directory, dataPath: directory + "/data.mdb", lockPath: lockPath)
+            fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, mode_t(configuration.fileMode))
+        }
         guard fd >= 0 else {
             let code = errno
             guard code == EROFS || code == EACCES || code == EPERM else { throw LMDBError(rawValue: code) }
