@@ -5,7 +5,7 @@
 
 # The laboratory (benchmarks, comparison, torture, crash states, fuzzer): a package of its own
 # that depends on this one by path, with its own build directory ($(LAB)/.build).
-LAB := Tools/ledger-lab
+LAB := Benchmarks
 
 setup:
 	bash scripts/setup.sh

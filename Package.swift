@@ -3,7 +3,7 @@ import PackageDescription
 
 // The product: the C module, the LMDB layer, the ledger, its sync client, the `ledger` CLI and their
 // tests. The laboratory (package-benchmark, the comparison with SQLite, torture, the crash-state
-// explorer, the fuzzer) is a package of its own, Tools/ledger-lab, and the sync server another,
+// explorer, the fuzzer) is a package of its own, Benchmarks, and the sync server another,
 // Tools/ledger-server: both depend on this one by path, so an app resolves neither's dependencies.
 let package = Package(
     name: "InboxLedger",

@@ -1,4 +1,4 @@
-/// Every decoder of untrusted bytes behind one entry point, for the fuzzer (`ledger-fuzz`, Tools/ledger-lab)
+/// Every decoder of untrusted bytes behind one entry point, for the fuzzer (`ledger-fuzz`, Benchmarks)
 /// and the corpus regression test. It never traps: each run returns what the decoders concluded.
 ///
 /// ```swift

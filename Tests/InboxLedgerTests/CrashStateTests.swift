@@ -4,7 +4,7 @@ import TestSupport
 
 /// Power cuts: the stored durability floor, which keeps one process's `none` from exposing the
 /// others' durable events (docs/reliability.md). The crash-state explorer itself, which shows
-/// the loss without the floor, is tested with it in Tools/ledger-lab (`CrashStateExplorerTests`).
+/// the loss without the floor, is tested with it in Benchmarks (`CrashStateExplorerTests`).
 @Suite struct CrashStateTests {
     @Test func theFloorIsStoredAndRaisesWeakerModes() throws {
         let dir = TemporaryDirectory()

@@ -1,10 +1,10 @@
 // ledger-fuzz: the decoders of untrusted bytes (event records, JSON events and payloads,
 // snapshot headers and projection rows) under libFuzzer, and a replayer for its corpus.
 //
-// Fuzz (libFuzzer through swiftc's -sanitize=fuzzer; see `make fuzz`), in Tools/ledger-lab:
+// Fuzz (libFuzzer through swiftc's -sanitize=fuzzer; see `make fuzz`), in Benchmarks:
 //   swift build -c release --build-path .build-fuzz -Xswiftc -sanitize=fuzzer \
 //       -Xswiftc -parse-as-library -Xswiftc -DFUZZING --product ledger-fuzz
-//   .build-fuzz/release/ledger-fuzz ../../Tests/Corpus -max_total_time=300 -rss_limit_mb=512 -timeout=5
+//   .build-fuzz/release/ledger-fuzz ../Tests/Corpus -max_total_time=300 -rss_limit_mb=512 -timeout=5
 //
 // Replay (a normal build): `ledger-fuzz FILE|DIRECTORY…` runs every input and prints what the
 // decoders concluded; the test suite does the same over Tests/Corpus.
@@ -57,7 +57,7 @@ struct LedgerFuzz {
             }
         }
         if inputs.isEmpty {
-            print("usage: ledger-fuzz FILE|DIRECTORY…   (replays inputs; see the header of Tools/ledger-lab/Sources/ledger-fuzz/LedgerFuzz.swift to fuzz)")
+            print("usage: ledger-fuzz FILE|DIRECTORY…   (replays inputs; see the header of Benchmarks/Sources/ledger-fuzz/LedgerFuzz.swift to fuzz)")
             exit(2)
         }
         for path in inputs {

@@ -303,7 +303,7 @@ func explore(_ scenario: Scenario, root: String, cuts: Int, subsets: Int, verbos
         _ = FileManager.default.createFile(atPath: ledgerPath + "/data.mdb", contents: Data(initial))
     }
     let recorder = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("libLedgerIORecorder.so").path
-    guard FileManager.default.fileExists(atPath: recorder) else { throw Failure("no recorder at \(recorder): build with `swift build` in Tools/ledger-lab") }
+    guard FileManager.default.fileExists(atPath: recorder) else { throw Failure("no recorder at \(recorder): build with `swift build` in Benchmarks") }
     let logPath = dir + "/io.log"
     var environment = ["LD_PRELOAD": recorder, "LEDGER_IO_LOG": logPath, "LEDGER_IO_DATA": ledgerPath + "/data.mdb", "LEDGER_IO_MARKS": dir + "/acks-"]
     if let floor = scenario.floor { environment["LEDGER_CRASH_FLOOR"] = floor.rawValue }

@@ -20,7 +20,7 @@ let package = Package(
         .library(name: "LedgerIORecorder", type: .dynamic, targets: ["CIORecorder"]),
     ],
     dependencies: [
-        .package(name: "InboxLedger", path: "../.."),
+        .package(name: "InboxLedger", path: ".."),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
     ],

@@ -5,7 +5,7 @@
 //                                     [--systems ledger,sqlite-full] [--svg PATH] [--directory PATH]
 //
 // Tables go to stdout (with --json: one JSON object per measurement per line on stdout, tables
-// on stderr). In Tools/ledger-lab (the laboratory's package); `make compare` from the root.
+// on stderr). In Benchmarks (the laboratory's package); `make compare` from the root.
 // `--help` lists the options. See docs/benchmarks.md.
 import ArgumentParser
 import Foundation
