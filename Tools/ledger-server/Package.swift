@@ -55,6 +55,8 @@ let package = Package(
                 .product(name: "InboxLedgerSync", package: "InboxLedger"),
                 // The independent models (SyncFlowModel) of the root's tests.
                 .product(name: "LedgerTestSupport", package: "InboxLedger"),
+                // buildApplication in-process (InProcessServerTests).
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),
     ],
