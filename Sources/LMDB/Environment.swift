@@ -171,6 +171,10 @@ public final class Environment: Sendable {
     /// The pid of the process holding the writer lock now, if one does and it can be told.
     public func writeLockHolder() -> Int32? { shared.writeLockHolder() }
 
+    /// How many writes that changed nothing synced the snapshot their answer rested on
+    /// (docs/lmdb.md rule 30), in this process: for tests.
+    package var settlingSyncs: Int { shared.settlingSyncs.load(ordering: .relaxed) }
+
     /// Suspends every environment of this process (the answer to iOS's 0xdead10cc): new calls
     /// throw ``LMDBError/suspended`` at once, without locking anything; transactions in flight
     /// get up to `waitingMilliseconds` to end; then every `MDB_env` is closed, which releases
