@@ -32,8 +32,9 @@ public struct EnvironmentConfiguration: Sendable {
     public var fileMode: UInt32 = 0o644
     /// How long to keep retrying an open that races another process's open or close (rule 6).
     public var openRetryMilliseconds: Int = 2000
-    /// How long a write waits for another process's write transaction before failing with
-    /// ``LMDBError/writeLockTimeout`` (a process stopped inside its transaction holds it).
+    /// How long a write waits without seeing the writers make progress before failing with
+    /// ``LMDBError/writeLockTimeout`` (a process stopped inside its transaction holds the lock;
+    /// one that commits or runs is waited for: ``WriterProgress``).
     public var writeTimeoutMilliseconds: Int = 5000
     /// Close the C environment after this long without a call (nil: never); the next call
     /// reopens it. Set by the first opener of the directory in this process.
