@@ -11,6 +11,24 @@ import Glibc
 @Suite struct WriterProgressTrialTests {
     let agent = Processes.product("LedgerTestAgent")
 
+    /// Opening an environment whose named databases do not exist yet creates them in a write
+    /// transaction (`EnvironmentRegistry.openDatabasesOnce`) begun without this layer's writer
+    /// lock: it waits on LMDB's writer mutex with no bound, so a process stopped, frozen or
+    /// asleep inside its write stops the open for as long as it is stopped (here until the
+    /// holder wakes after 100 s), against docs/operations.md "Bounded waits". Two processes
+    /// creating a new ledger at once (an app and its extension on first launch) meet this.
+    @Test(.timeLimit(.minutes(3))) func anOpenThatCreatesDatabasesIsBoundedByTheWriteTimeout() throws {
+        let dir = TemporaryDirectory()
+        let holder = try Processes.start(agent, ["stall-in-write", dir.path, "100"])
+        defer { holder.kill(); _ = try? holder.wait(timeout: 30) }
+        #expect(holder.waitForOutput(containing: "in-txn"))
+        var c = EnvironmentConfiguration()
+        c.databases = ["data": []]
+        c.writeTimeoutMilliseconds = 300
+        #expect(throws: LMDBError.writeLockTimeout) { _ = try Environment.open(directory: dir.path, configuration: c) }
+        #expect(!holder.stdoutSoFar.contains("committed"), "the open waited for the stopped holder to finish")
+    }
+
     #if os(Linux)
     /// A process whose name ends in a Unicode "prepend" character (U+0600): in `/proc/PID/stat`
     /// the name's last character and the closing `)` form one grapheme cluster, so a search for
