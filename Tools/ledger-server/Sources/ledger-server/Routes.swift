@@ -11,41 +11,42 @@ import PostgresNIO
 struct API: Sendable {
     let store: Store
     let notifier: FeedNotifier
-    let signer: TokenSigner
     let maxBodyBytes: Int
 
     static let maxEvents = 1000
     static let maxPayloadBytes = 65_536
 
-    func routes(_ router: Router<BasicRequestContext>) {
+    /// The routes; `authenticator` checks the token of every `/v1` request before its handler.
+    func routes(_ router: Router<LedgerRequestContext>, authenticator: TokenAuthenticator) {
         router.get("/healthz") { _, _ in try Self.json(["ok": true]) }
-        router.post("/v1/up") { request, context in await self.answer { try await self.up(request, context) } }
-        router.get("/v1/down") { request, context in await self.answer { try await self.down(request, context) } }
-        router.post("/v1/publish") { request, context in await self.answer { try await self.publish(request, context) } }
-        router.get("/v1/state") { request, context in await self.answer { try await self.state(request, context) } }
+        let v1 = router.group().add(middleware: authenticator)
+        v1.post("/v1/up") { request, context in await self.answer { try await self.up(request, context) } }
+        v1.get("/v1/down") { request, context in await self.answer { try await self.down(request, context) } }
+        v1.post("/v1/publish") { request, context in await self.answer { try await self.publish(request, context) } }
+        v1.get("/v1/state") { request, context in await self.answer { try await self.state(request, context) } }
     }
 
     // MARK: - Handlers
 
-    func up(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let claims = try authenticate(request, scope: .device)
+    func up(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        let claims = try authenticate(context, scope: .device)
         let body: SyncWire.UpRequest = try await decodeBody(request, context)
         let validated = try validate(body)
-        let (answer, feedEntries) = try await store.up(user: claims.sub, request: body, validated: validated)
-        if feedEntries > 0 { notifier.announce(claims.sub) }  // after the commit: the long polls re-read
+        let (answer, feedEntries) = try await store.up(user: claims.user, request: body, validated: validated)
+        if feedEntries > 0 { notifier.announce(claims.user) }  // after the commit: the long polls re-read
         return try Self.json(answer)
     }
 
-    func down(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let claims = try authenticate(request, scope: .device)
+    func down(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        let claims = try authenticate(context, scope: .device)
         let query = request.uri.queryParameters
         let after = try Self.number(query["after"], name: "after", default: 0, range: 0...UInt64(Int64.max))
         let limit = Int(try Self.number(query["limit"], name: "limit", default: 500, range: 1...1000))
         let wait = Int(try Self.number(query["wait"], name: "wait", default: 0, range: 0...30))
         let deadline = ContinuousClock.now + .seconds(wait)
         while true {
-            let ticket = notifier.arm(claims.sub)  // before the read: a change in between is not missed
-            let page = try await store.feed(user: claims.sub, after: after, limit: limit)
+            let ticket = notifier.arm(claims.user)  // before the read: a change in between is not missed
+            let page = try await store.feed(user: claims.user, after: after, limit: limit)
             let now = ContinuousClock.now
             if !page.changes.isEmpty || now >= deadline {
                 notifier.disarm(ticket)
@@ -55,8 +56,8 @@ struct API: Sendable {
         }
     }
 
-    func publish(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let claims = try authenticate(request, scope: .publish)
+    func publish(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        let claims = try authenticate(context, scope: .publish)
         let body: SyncWire.PublishRequest = try await decodeBody(request, context)
         guard !body.messages.isEmpty || !(body.removed ?? []).isEmpty else { throw APIError.badRequest("nothing to publish") }
         // The ledger's own validation of a listing (ids, dates, duplicates), before anything is written.
@@ -66,32 +67,26 @@ struct API: Sendable {
         } catch {
             throw APIError.badRequest("invalid listing: \(error)")
         }
-        return try Self.json(try await store.publish(user: claims.sub, request: body))
+        return try Self.json(try await store.publish(user: claims.user, request: body))
     }
 
-    func state(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let claims = try authenticate(request, scope: nil)
-        return try Self.json(try await store.state(user: claims.sub))
+    func state(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        let claims = try authenticate(context, scope: nil)
+        return try Self.json(try await store.state(user: claims.user))
     }
 
     // MARK: - Checks
 
-    func authenticate(_ request: Request, scope: Claims.Scope?) throws -> Claims {
-        guard let header = request.headers[.authorization] else { throw APIError.unauthorized(TokenError.missing.description) }
-        guard header.hasPrefix("Bearer ") else { throw APIError.unauthorized("expected Authorization: Bearer <token>") }
-        let claims: Claims
-        do {
-            claims = try signer.verify(String(header.dropFirst(7)), now: Int64(Date().timeIntervalSince1970))
-        } catch {
-            throw APIError.unauthorized(error.description)
-        }
+    /// The identity `TokenAuthenticator` proved, if its scope allows the endpoint.
+    func authenticate(_ context: LedgerRequestContext, scope: Claims.Scope?) throws -> Identity {
+        guard let claims = context.identity else { throw APIError.unauthorized(AuthenticationFailure.missing.description) }
         if let scope, claims.scope != scope {
             throw APIError.forbidden("a \(claims.scope.rawValue) token cannot call this endpoint (needs \(scope.rawValue))")
         }
         return claims
     }
 
-    func decodeBody<T: Decodable>(_ request: Request, _ context: BasicRequestContext) async throws -> T {
+    func decodeBody<T: Decodable>(_ request: Request, _ context: LedgerRequestContext) async throws -> T {
         var request = request
         let buffer: ByteBuffer
         do {
