@@ -109,6 +109,9 @@ public final class SyncClient: Sendable {
     struct StateFile: Codable {
         var user: String?
         var downCursor: UInt64
+        /// The ledger sequence of the last feed entry appended (its key names `downCursor`):
+        /// how a restored ledger is recognised (RestoredLedger.swift).
+        var appendedAt: UInt64?
     }
 
     /// A client for `ledger`: registers the relay consumer (durably, from the first retained
@@ -130,8 +133,8 @@ public final class SyncClient: Sendable {
         var initial = Shared()
         if let saved = try Self.readState(configuration.stateFile) {
             initial.user = saved.user
-            initial.downCursor = saved.downCursor
-            initial.status.downCursor = saved.downCursor
+            initial.downCursor = try Self.downCursorHeld(by: ledger, saved: saved)
+            initial.status.downCursor = initial.downCursor
         }
         shared = Mutex(initial)
     }
@@ -470,8 +473,8 @@ public final class SyncClient: Sendable {
             let events = page.changes.map {
                 NewEvent(type: $0.type, payload: Array($0.payload.utf8), key: SyncWire.downKey(user: page.user, seq: $0.seq))
             }
-            _ = try await waitingThroughTransient { try await self.ledger.append(contentsOf: events) }
-            try saveState(user: page.user, downCursor: last.seq)
+            let sequences = try await appendFeedPage(events, page: page)
+            try saveState(user: page.user, downCursor: last.seq, appendedAt: sequences.last)
             shared.withLock { $0.user = page.user; $0.downCursor = last.seq }
         } else if known == nil {
             shared.withLock { $0.user = page.user }
@@ -529,10 +532,10 @@ public final class SyncClient: Sendable {
         }
     }
 
-    func saveState(user: String, downCursor: UInt64) throws(SyncError) {
+    func saveState(user: String, downCursor: UInt64, appendedAt: UInt64? = nil) throws(SyncError) {
         let path = configuration.stateFile
         do {
-            let data = try JSONEncoder().encode(StateFile(user: user, downCursor: downCursor))
+            let data = try JSONEncoder().encode(StateFile(user: user, downCursor: downCursor, appendedAt: appendedAt))
             try data.write(to: URL(fileURLWithPath: path), options: .atomic)
         } catch {
             throw .stateFile(path: path, reason: "cannot write the sync state: \(error)")

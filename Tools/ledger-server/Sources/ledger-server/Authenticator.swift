@@ -4,18 +4,6 @@ import HummingbirdAuth
 import InboxLedgerSync
 import NIOCore
 
-/// The request context of every route: Hummingbird's core storage and the identity the
-/// authenticator proved (hummingbird-auth's `AuthRequestContext`).
-struct LedgerRequestContext: AuthRequestContext, RequestContext {
-    var coreContext: CoreRequestContextStorage
-    var identity: Identity?
-
-    init(source: Source) {
-        coreContext = .init(source: source)
-        identity = nil
-    }
-}
-
 /// Checks the bearer token of every request of the routes it guards, before their handler reads
 /// anything: a verified token puts its `Identity` in the context; anything else ends the request
 /// with `401` (an `AuthenticationError`), nothing read or written.

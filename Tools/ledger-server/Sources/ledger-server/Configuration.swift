@@ -84,10 +84,12 @@ struct DatabaseURL {
         guard (clientCertificate == nil) == (clientKey == nil) else { throw ConfigurationError("sslcert and sslkey go together") }
     }
 
-    /// postgres-nio's TLS setting: `disable` plain; `allow`/`prefer` TLS when offered, not
-    /// verified; `require` TLS, not verified (verified against `sslrootcert` when given, as
-    /// libpq does); `verify-ca` the chain; `verify-full` the chain and the host name.
-    func tls() throws(ConfigurationError) -> PostgresClient.Configuration.TLS {
+    /// How to use TLS: `disable` plain; `allow`/`prefer` TLS when offered, not verified;
+    /// `require` TLS, not verified (verified against `sslrootcert` when given, as libpq does);
+    /// `verify-ca` the chain; `verify-full` the chain and the host name.
+    enum TLSUse { case disable, prefer(TLSConfiguration), require(TLSConfiguration) }
+
+    func tls() throws(ConfigurationError) -> TLSUse {
         var configuration = TLSConfiguration.makeClientConfiguration()
         do {
             if let rootCertificate {
@@ -118,8 +120,33 @@ struct DatabaseURL {
         }
     }
 
+    /// The pool's configuration.
     func clientConfiguration() throws(ConfigurationError) -> PostgresClient.Configuration {
-        PostgresClient.Configuration(host: host, port: port, username: user, password: password, database: database, tls: try tls())
+        let use = try tls()
+        let tls: PostgresClient.Configuration.TLS = switch use {
+        case .disable: .disable
+        case .prefer(let configuration): .prefer(configuration)
+        case .require(let configuration): .require(configuration)
+        }
+        return PostgresClient.Configuration(host: host, port: port, username: user, password: password, database: database, tls: tls)
+    }
+
+    /// A single connection's (the start-up wait and the migrations).
+    func connectionConfiguration() throws(ConfigurationError) -> PostgresConnection.Configuration {
+        let use = try tls()
+        let tls: PostgresConnection.Configuration.TLS
+        do {
+            switch use {
+            case .disable: tls = .disable
+            case .prefer(let configuration): tls = .prefer(try NIOSSLContext(configuration: configuration))
+            case .require(let configuration): tls = .require(try NIOSSLContext(configuration: configuration))
+            }
+        } catch let error as ConfigurationError {
+            throw error
+        } catch {
+            throw ConfigurationError("the database URL's TLS settings: \(error)")
+        }
+        return PostgresConnection.Configuration(host: host, port: port, username: user, password: password, database: database, tls: tls)
     }
 
     /// Where, for messages: never the password.

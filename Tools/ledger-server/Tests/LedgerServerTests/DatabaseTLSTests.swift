@@ -47,7 +47,7 @@ struct DatabaseTLSTests {
                 let seen = try await connections()
                 #expect(seen == tls, "\(query): connections with TLS: \(seen)")
                 child.kill()
-                try await eventually("the connections of the killed server to close") { try await connections().isEmpty }
+                try await waitForAsync("the connections of the killed server to close") { try await connections().isEmpty }
             }
             let bad = try await h.startServerExpectingFailure(["--port", "0", "--database-url", h.databaseURL + "?sslmode=bogus", "--secret", Harness.secret])
             #expect(bad.contains("sslmode 'bogus'"), "\(bad)")

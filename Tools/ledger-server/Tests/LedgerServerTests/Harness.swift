@@ -38,6 +38,15 @@ func waitFor(_ what: String, _ condition: () throws -> Bool) async throws {
     }
 }
 
+/// Polls an asynchronous `condition` (an answer from the server) until it holds; fails only on a hang.
+func waitForAsync(_ what: String, _ condition: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + hangGuard
+    while try await !condition() {
+        guard ContinuousClock.now < deadline else { throw HarnessError(description: "hang: waited \(hangGuard) for \(what)") }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+}
+
 /// A child process (posix_spawn; waitpid on a thread of its own) whose output is collected as
 /// it comes.
 final class Child: Sendable {
@@ -180,6 +189,17 @@ final class Harness: Sendable {
         // The whole output: a token read before its last bytes arrive would be refused (401).
         guard try await child.finished() == 0 else { throw HarnessError(description: "token: \(child.text)") }
         return child.text.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Stops the database (an outage); ``restartDatabase()`` brings it back on its port.
+    func stopDatabase() async throws {
+        let stop = try Child("/bin/bash", [repositoryRoot + "/scripts/sync-postgres.sh", "stop", directory + "/pg"])
+        guard try await stop.exitStatus() == 0 else { throw HarnessError(description: "stopping PostgreSQL: \(stop.text)") }
+    }
+
+    func restartDatabase() async throws {
+        let start = try Child("/bin/bash", [repositoryRoot + "/scripts/sync-postgres.sh", "restart", directory + "/pg", "fsync=off"])
+        guard try await start.exitStatus() == 0 else { throw HarnessError(description: "restarting PostgreSQL: \(start.text)") }
     }
 
     func stop() async {

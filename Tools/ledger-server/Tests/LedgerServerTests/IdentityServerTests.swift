@@ -308,11 +308,11 @@ struct IdentityServerTests {
             both["keys", default: []] += added["keys", default: []]
             remote.document.withLock { $0 = (try? JSONSerialization.data(withJSONObject: both)) ?? Data() }
             // The unknown kid makes the server read the URL again (at most once a refresh interval).
-            try await eventually("the new key fetched") { (try? await whoAmI(url, nextToken).get()) == "dave" }
+            try await waitForAsync("the new key fetched") { (try? await whoAmI(url, nextToken).get()) == "dave" }
             #expect(try await whoAmI(url, viaURL).get() == "dave")
             remote.document.withLock { $0 = (try? next.jwks(rsaKid: nil, ecKid: "url-ec-2")) ?? Data() }
             // Refused once the periodic read (every second here) sees the key gone.
-            try await eventually("the withdrawn key refused") { "\(try await whoAmI(url, viaURL))".contains("key id 'url-rsa'") }
+            try await waitForAsync("the withdrawn key refused") { "\(try await whoAmI(url, viaURL))".contains("key id 'url-rsa'") }
             #expect(try await whoAmI(url, nextToken).get() == "dave")
             #expect(remote.fetches.withLock { $0 } >= 3)
         }
@@ -338,15 +338,6 @@ struct IdentityServerTests {
             #expect(state.user == "google-oauth2|1234" && state.messages.first { $0.id == "m1" }?.read == true)
             #expect(downCursor(a.state) == downCursor(b.state) && downCursor(b.state) == state.head)
         }
-    }
-}
-
-/// Polls an asynchronous condition (a request) until it holds; fails only on a hang.
-func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + hangGuard
-    while try await !condition() {
-        guard ContinuousClock.now < deadline else { throw HarnessError(description: "hang: waited \(hangGuard) for \(what)") }
-        try await Task.sleep(for: .milliseconds(100))
     }
 }
 
