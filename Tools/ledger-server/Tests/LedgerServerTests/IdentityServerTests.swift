@@ -249,6 +249,7 @@ struct IdentityServerTests {
             let oldSecret = "old-secret-of-the-backend-0123456789"
             let newSecretFile = try writeFile(h, "new.secret", Data("new-secret-of-the-backend-0123456789\n".utf8))
             let rsaFile = try writeFile(h, "rsa.pem", Data(try idp.rsaPublicPEM().utf8))
+            let ecFile = try writeFile(h, "ec.pem", Data(idp.ecPublicPEM.utf8))
             let databaseURLFile = try writeFile(h, "database-url", Data((h.databaseURL + "\n").utf8))
             let secretFile = try writeFile(h, "dev.secret", Data(Harness.secret.utf8))
             var environment = [
@@ -267,12 +268,19 @@ struct IdentityServerTests {
             #expect("\(try await whoAmI(first.url, oldUnderNewKid))".contains("signature does not verify with key '2026-02'"))
 
             first.child.kill()
-            environment["LEDGER_JWT_KEYS"] = "2026-02:HS256:file:\(newSecretFile) idp:RS256:file:\(rsaFile)"
+            // Plus a key without an id: it verifies the tokens that name none.
+            environment["LEDGER_JWT_KEYS"] = "2026-02:HS256:file:\(newSecretFile) idp:RS256:file:\(rsaFile) :ES256:file:\(ecFile)"
             environment["LEDGER_SERVER_SECRET_FILE"] = nil
             let second = try await h.startServer(["--port", "0"], environment: environment)
             #expect("\(try await whoAmI(second.url, old))".contains("key id '2026-01'"))
             #expect(try await whoAmI(second.url, new).get() == "carol")
             #expect(try await whoAmI(second.url, rs).get() == "carol")
+            let withoutKid = try await idp.token(ProviderTestClaims(sub: "carol"), signer: .es256, kid: nil)
+            #expect(try await whoAmI(second.url, withoutKid).get() == "carol")
+            let otherWithoutKid = try await TestProvider().token(ProviderTestClaims(sub: "carol"), signer: .es256, kid: nil)
+            #expect("\(try await whoAmI(second.url, otherWithoutKid))".contains("does not verify with key '(no kid)'"))
+            let hsWithoutKid = try await idp.token(ProviderTestClaims(sub: "carol"), signer: .hs256("new-secret-of-the-backend-0123456789"), kid: nil)
+            #expect("\(try await whoAmI(second.url, hsWithoutKid))".contains("says HS256 but key '(no kid)' is ES256"))
             // Development tokens need the development secret.
             #expect("\(try await whoAmI(second.url, development))".contains("no development secret"))
         }
