@@ -191,6 +191,17 @@ final class Harness: Sendable {
         return child.text.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// Runs `sql` with psql (the cluster's own client) and returns its output (unaligned, tuples only).
+    @discardableResult
+    func psql(_ sql: String) async throws -> String {
+        let bin = ProcessInfo.processInfo.environment["PGBIN"]
+            ?? ((try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql"))?.sorted().last.map { "/usr/lib/postgresql/\($0)/bin" } ?? "")
+        let run = try Child(bin + "/psql", ["-h", "127.0.0.1", "-p", String(databasePort), "-U", "ledger", "-d", "ledger",
+                                            "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        guard try await run.finished() == 0 else { throw HarnessError(description: "psql \(sql): \(run.text)") }
+        return run.text.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     /// Stops the database (an outage); ``restartDatabase()`` brings it back on its port.
     func stopDatabase() async throws {
         let stop = try Child("/bin/bash", [repositoryRoot + "/scripts/sync-postgres.sh", "stop", directory + "/pg"])

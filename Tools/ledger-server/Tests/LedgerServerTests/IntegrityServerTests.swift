@@ -101,6 +101,60 @@ struct IntegrityServerTests {
         }
     }
 
+    /// Item 1, the operator's side: a feed entry damaged in the database stops every device at
+    /// it, naming it; replaced as docs/operations.md says, every device carries on, skipping nothing.
+    @Test func aDamagedFeedEntryStopsDevicesUntilAnOperatorReplacesIt() async throws {
+        try await withHarness { h in
+            let (_, url) = try await h.startServer()
+            let token = try await h.token("ada"), backend = try await h.token("ada", scope: "publish")
+            try await publish(url, token: backend, ids: ["m1", "m2"])
+            let a = try deviceLedger(h, "A")
+            let sync = try client(a.ledger, a.state, url, token)
+            try await a.ledger.append(.messageRead(ReadChange(ids: ["m1"], read: true)))
+            _ = try await sync.syncOnce()
+            try await publish(url, token: backend, ids: ["m3"])
+            try await h.psql("UPDATE feed SET payload = '' WHERE user_id = 'ada' AND seq = 2")  // damage an entry
+            let b = try deviceLedger(h, "B")
+            let syncB = try client(b.ledger, b.state, url, token)
+            await #expect {
+                _ = try await syncB.syncOnce()
+            } throws: { error in
+                "\(error)".contains("feed entry 2 of ada (message.read) cannot be applied")
+            }
+            #expect(try await b.ledger.widgetList(limit: 10).items.isEmpty)
+            try await h.psql(#"UPDATE feed SET type = 'inbox.synced', payload = '{"mode":"delta","messages":[]}' WHERE user_id = 'ada' AND seq = 2"#)
+            let report = try await syncB.syncOnce()
+            #expect(report.downCursor == 3)
+            #expect(try await b.ledger.widgetList(limit: 10).items.map(\.id).sorted() == ["m1", "m2", "m3"])
+        }
+    }
+
+    /// Item 7: migrations are checked — a database migrated by a newer release, or one whose
+    /// migration differs, is refused at start, naming the migration; an older schema is named.
+    @Test func migrationsAreCheckedAtStart() async throws {
+        try await withHarness { h in
+            try await h.startServer()
+            #expect(try await h.psql("SELECT count(*) FROM schema_migrations WHERE name IS NOT NULL AND checksum IS NOT NULL") == "4")
+            func start() async throws -> Child {
+                let child = try Child(productsDirectory + "/ledger-server",
+                                      ["serve", "--port", "0", "--database-url", h.databaseURL, "--secret", Harness.secret])
+                _ = try await child.finished()
+                return child
+            }
+            try await h.psql("INSERT INTO schema_migrations (version, name, checksum) VALUES (99, 'from the future', 'x')")
+            let newer = try await start()
+            #expect(newer.text.contains("schema migration 99 (from the future), which this ledger-server does not know"), "\(newer.text)")
+            try await h.psql("DELETE FROM schema_migrations WHERE version = 99")
+            try await h.psql("UPDATE schema_migrations SET checksum = 'edited' WHERE version = 2")
+            let edited = try await start()
+            #expect(edited.text.contains("schema migration 2 (ledger_up) differs"), "\(edited.text)")
+            // A schema of the release before named migrations: names and checksums recorded.
+            try await h.psql("UPDATE schema_migrations SET name = NULL, checksum = NULL WHERE version <= 3")
+            try await h.startServer()
+            #expect(try await h.psql("SELECT string_agg(name, ',' ORDER BY version) FROM schema_migrations") == "tables,ledger_up,ledgers.lost,content-dedup, ledger_feed_append, ledger_up_v2")
+        }
+    }
+
     /// Item 2: backup → more writes → restore → more writes; every event written after the
     /// restore reaches the server and the other device exactly once.
     @Test func aRestoredDeviceIsRecognisedAndLosesNothing() async throws {
