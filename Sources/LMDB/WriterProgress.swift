@@ -87,8 +87,10 @@ struct WriterProgress: Equatable {
     /// The fields of a `/proc` stat line after the command name, from the state on (the name is
     /// in parentheses and may hold spaces and parentheses itself: split after the last `)`).
     static func statFields(_ line: String) -> [Substring]? {
-        guard let close = line.lastIndex(of: ")") else { return nil }
-        return line[line.index(after: close)...].split(separator: " ", omittingEmptySubsequences: true)
+        // Bytes, not Characters: a name ending in a prepend character (U+0600) joins the `)`
+        // into one grapheme cluster, which a search for the Character `)` misses.
+        guard let close = line.utf8.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        return line[line.utf8.index(after: close)...].split(separator: " ", omittingEmptySubsequences: true)
     }
 
     /// The first 1 KiB of a small file (a `/proc` entry), or nil.
