@@ -68,6 +68,8 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                // buildApplication in-process (InProcessServerTests).
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),
     ],

@@ -132,6 +132,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Seconds to wait for PostgreSQL at start before giving up.") var databaseWait = 60
     @Option(help: "Seconds a connection may stay without a request (also the time a request's headers may take).") var idleTimeout = 15
     @Option(help: "Long polls one user may hold open at once.") var longPollsPerUser = 16
+    @Option(help: "Device ledgers one user may have.") var ledgersPerUser = 100
     @OptionGroup var secret: SecretOption
     @OptionGroup var identity: IdentityOptions
 
@@ -145,7 +146,7 @@ struct Serve: AsyncParsableCommand {
         let settings = ServerSettings(
             host: host, port: port, database: try DatabaseURL(url), maxBodyBytes: maxBody, connections: connections,
             databaseWait: .seconds(databaseWait), idleTimeout: .seconds(idleTimeout), longPollsPerUser: longPollsPerUser,
-            identity: try identity.resolve(setting, developmentSecret: try secret.optional(setting)))
+            ledgersPerUser: ledgersPerUser, identity: try identity.resolve(setting, developmentSecret: try secret.optional(setting)))
         let app = try await buildApplication(settings, logger: log)
         try await app.runService()
     }
@@ -161,6 +162,7 @@ struct ServerSettings: Sendable {
     var databaseWait: Duration = .seconds(60)
     var idleTimeout: Duration = .seconds(15)
     var longPollsPerUser = 16
+    var ledgersPerUser = 100
     /// How tokens are verified (docs/sync.md, "Configuration").
     var identity: IdentityConfiguration
 }
@@ -189,7 +191,7 @@ func buildApplication(_ settings: ServerSettings, logger: Logger) async throws -
     try await setup.close()
 
     let notifier = FeedNotifier(database: database)
-    let api = API(store: Store(database: database), notifier: notifier,
+    let api = API(store: Store(database: database, ledgersPerUser: settings.ledgersPerUser), notifier: notifier,
                   maxBodyBytes: settings.maxBodyBytes, longPollsPerUser: settings.longPollsPerUser)
     let router = Router(context: LedgerRequestContext.self)
     api.routes(router, authenticator: TokenAuthenticator(verifier: verifier))

@@ -70,6 +70,7 @@ final class FeedNotifier: Service, Sendable {
                         try await Task.sleep(for: .seconds(1))
                         try await connection.query("SELECT 1", logger: self.logger)
                         lastAnswer.instant.withLock { $0 = .now }
+                        self.database.markUp()  // a request that saw one connection fail marked it down
                     }
                 }
                 group.addTask {

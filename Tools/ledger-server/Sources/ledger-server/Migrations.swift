@@ -70,7 +70,7 @@ enum Migrations {
                 x_event bigint[], x_id text[])
             RETURNS TABLE (out_acked bigint, out_applied bigint, out_changes bigint) LANGUAGE plpgsql AS $fn$
             DECLARE
-                v_owner text; v_acked bigint; v_applied bigint; v_changes bigint; v_head bigint;
+                v_owner text; v_acked bigint; v_new boolean; v_applied bigint; v_changes bigint; v_head bigint;
             BEGIN
                 -- Creates the ledger's row bound to this user, or locks the existing one: the lock
                 -- serialises this ledger's batches, so every event above acked is new.
@@ -128,6 +128,7 @@ enum Migrations {
             "CREATE INDEX device_events_replaced_seq ON device_events_replaced (ledger_id, seq)",
             "CREATE INDEX device_events_replaced_user ON device_events_replaced (user_id)",
             "ALTER TABLE ledgers ADD COLUMN reused bigint NOT NULL DEFAULT 0",
+            "CREATE INDEX ledgers_user ON ledgers (user_id)",
             """
             CREATE FUNCTION ledger_feed_append(p_user text, p_origin text, f_type text[], f_payload text[],
                 r_id text[], r_read boolean[], x_id text[], l_id text[], l_listing text[])
@@ -156,7 +157,7 @@ enum Migrations {
             $fn$
             """,
             """
-            CREATE FUNCTION ledger_up_v2(p_ledger text, p_user text, p_after bigint, p_through bigint, p_lost_through bigint,
+            CREATE FUNCTION ledger_up_v2(p_ledger text, p_user text, p_max_ledgers bigint, p_after bigint, p_through bigint, p_lost_through bigint,
                 e_seq bigint[], e_type text[], e_key text[], e_time bigint[], e_payload text[], e_base64 boolean[],
                 f_event bigint[], f_type text[], f_payload text[],
                 r_event bigint[], r_id text[], r_read boolean[],
@@ -164,15 +165,20 @@ enum Migrations {
             RETURNS TABLE (out_acked bigint, out_applied bigint, out_changes bigint, out_reused bigint, out_lost bigint)
             LANGUAGE plpgsql AS $fn$
             DECLARE
-                v_owner text; v_acked bigint; v_applied bigint; v_changes bigint;
+                v_owner text; v_acked bigint; v_new boolean; v_applied bigint; v_changes bigint;
                 v_fresh bigint[] := '{}'; v_reused bigint := 0; v_lost bigint := 0;
             BEGIN
                 -- Creates the ledger's row bound to this user, or locks the existing one: the lock
                 -- serialises this ledger's batches.
                 INSERT INTO ledgers AS l (ledger_id, user_id) VALUES (p_ledger, p_user)
-                ON CONFLICT (ledger_id) DO UPDATE SET updated_at = now() RETURNING l.user_id, l.acked INTO v_owner, v_acked;
+                ON CONFLICT (ledger_id) DO UPDATE SET updated_at = now() RETURNING l.user_id, l.acked, l.xmax = 0 INTO v_owner, v_acked, v_new;
                 IF v_owner <> p_user THEN
                     RAISE EXCEPTION USING ERRCODE = 'LG403', MESSAGE = 'ledger ' || p_ledger || ' belongs to another user';
+                END IF;
+                -- The per-user bound on ledgers, checked when one is created (the raise rolls the creation back).
+                IF v_new AND (SELECT count(*) FROM ledgers WHERE user_id = p_user) > p_max_ledgers THEN
+                    RAISE EXCEPTION USING ERRCODE = 'LG429',
+                        MESSAGE = 'user ' || p_user || ' already has ' || p_max_ledgers || ' ledgers; a new one is refused (ledger-server --ledgers-per-user)';
                 END IF;
                 IF p_after > v_acked THEN
                     RAISE EXCEPTION USING ERRCODE = 'LG409', DETAIL = v_acked::text,

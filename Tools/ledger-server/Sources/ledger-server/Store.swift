@@ -40,6 +40,8 @@ struct APIError: Error, HTTPResponseError {
 /// ``Database`` leases (503 when the database is down).
 struct Store: Sendable {
     let database: Database
+    /// Ledgers one user may have; creating one more is `429 too_many`.
+    var ledgersPerUser = 100
     var logger: Logger { database.logger }
 
     /// `POST /v1/up` (docs/sync.md): the dedup record, the declared losses and the effect in one
@@ -80,7 +82,7 @@ struct Store: Sendable {
         }
         let lostThrough = request.lostThrough.map { Int64($0) }
         let call: PostgresQuery = """
-            SELECT out_acked, out_applied, out_changes, out_reused, out_lost FROM ledger_up_v2(\(request.ledger), \(user),
+            SELECT out_acked, out_applied, out_changes, out_reused, out_lost FROM ledger_up_v2(\(request.ledger), \(user), \(Int64(ledgersPerUser)),
                 \(Int64(request.after)), \(Int64(request.through)), \(lostThrough)::int8,
                 \(seqs)::int8[], \(types)::text[], \(keys)::text[], \(times)::int8[], \(payloads)::text[], \(binary)::bool[],
                 \(feedEvent)::int8[], \(feedTypes)::text[], \(feedPayloads)::text[],

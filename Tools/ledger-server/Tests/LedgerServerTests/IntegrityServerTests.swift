@@ -381,6 +381,14 @@ struct IntegrityServerTests {
             let (status, _) = try await http("GET", many, "/v1/down?wait=30", token: token)
             #expect(status == 429)
             for c in held { c.close() }
+            // The per-user bound on ledgers: the third ledger of a user limited to two is 429,
+            // and is not created; the first two go on.
+            let few = try await h.startServer(extra: ["--ledgers-per-user", "2"]).url
+            for (ledger, status) in [("Z1", 200), ("Z2", 200), ("Z3", 429), ("Z1", 200)] {
+                let answer = try await up(few, token, SyncWire.UpRequest(ledger: ledger, after: 0, through: 1, events: []))
+                #expect(answer.status == status, "\(ledger): \(answer.text)")
+            }
+            #expect(try await serverState(few, token: token).ledgers.map(\.ledger) == ["Z1", "Z2"])
         }
     }
 }
