@@ -15,7 +15,12 @@ let package = Package(
         .package(name: "InboxLedger", path: "../.."),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
-        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        // Verifies the identity provider's JWTs (HS256, RS256, ES256, JWKS): docs/sync.md, "Authentication".
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-auth", from: "2.5.0"),
+        // TLS to PostgreSQL (the URL's sslmode); postgres-nio depends on it already.
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
@@ -27,6 +32,9 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -55,6 +63,11 @@ let package = Package(
                 .product(name: "InboxLedgerSync", package: "InboxLedger"),
                 // The independent models (SyncFlowModel) of the root's tests.
                 .product(name: "LedgerTestSupport", package: "InboxLedger"),
+                // Mints the identity provider's tokens and serves a JWKS URL on loopback.
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 // buildApplication in-process (InProcessServerTests).
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]

@@ -16,25 +16,116 @@ struct LedgerServer: AsyncParsableCommand {
         defaultSubcommand: Serve.self)
 }
 
-/// The HMAC secret, from `--secret` or `LEDGER_SERVER_SECRET`.
+/// The development secret, from `--secret`, `LEDGER_SERVER_SECRET` or the file
+/// `LEDGER_SERVER_SECRET_FILE` names: signs and verifies `ledger-server token`'s tokens.
 struct SecretOption: ParsableArguments {
-    @Option(help: "The token signing secret (default: $LEDGER_SERVER_SECRET).")
+    @Option(help: "The development token secret (default: $LEDGER_SERVER_SECRET, or the file $LEDGER_SERVER_SECRET_FILE names).")
     var secret: String?
 
+    /// The secret, if one is configured (`serve`: development tokens are optional).
+    func optional(_ setting: Setting = Setting()) throws -> String? {
+        guard let value = try setting.value(flag: secret, "LEDGER_SERVER_SECRET") else { return nil }
+        guard value.utf8.count >= 16 else { throw ValidationError("the development secret needs at least 16 bytes") }
+        return value
+    }
+
     func resolve() throws -> String {
-        guard let value = secret ?? ProcessInfo.processInfo.environment["LEDGER_SERVER_SECRET"], value.utf8.count >= 16 else {
-            throw ValidationError("a secret of at least 16 bytes is needed: --secret or LEDGER_SERVER_SECRET")
+        guard let value = try optional() else {
+            throw ValidationError("a secret of at least 16 bytes is needed: --secret, LEDGER_SERVER_SECRET or LEDGER_SERVER_SECRET_FILE")
         }
         return value
     }
 }
 
+/// How the identity provider's tokens are verified (docs/sync.md, "Authentication"); each flag
+/// has an environment variable, which deployments use.
+struct IdentityOptions: ParsableArguments {
+    @Option(name: .customLong("jwt-key"),
+            help: "A verification key, KID:ALG:file:PATH or KID:ALG:env:NAME (ALG: HS256, RS256, ES256; repeat for several; default: $LEDGER_JWT_KEYS, comma-separated).")
+    var jwtKeys: [String] = []
+    @Option(name: .customLong("jwks-file"), help: "A JWKS file of RS256/ES256 public keys (repeatable; default: $LEDGER_JWKS_FILE).")
+    var jwksFiles: [String] = []
+    @Option(name: .customLong("jwks-url"), help: "The identity provider's JWKS URL (default: $LEDGER_JWKS_URL).")
+    var jwksURL: String?
+    @Option(help: "Seconds between reads of the JWKS file and URL (default: $LEDGER_JWKS_REFRESH or 300).")
+    var jwksRefresh: Int?
+    @Option(help: "The claim that names the user (default: $LEDGER_JWT_USER_CLAIM or sub).")
+    var userClaim: String?
+    @Option(help: "The issuer a token's iss must equal (default: $LEDGER_JWT_ISSUER; none: not checked).")
+    var issuer: String?
+    @Option(help: "An audience a token's aud must name (repeatable; default: $LEDGER_JWT_AUDIENCE, comma-separated; none: not checked).")
+    var audience: [String] = []
+    @Option(help: "The scope that makes a JWT a publish token (default: $LEDGER_JWT_PUBLISH_SCOPE or ledger:publish).")
+    var publishScope: String?
+    @Option(help: "Clock skew allowed on exp and nbf, in seconds (default: $LEDGER_JWT_LEEWAY or 60).")
+    var leeway: Int?
+
+    func resolve(_ setting: Setting, developmentSecret: String?) throws -> IdentityConfiguration {
+        var configuration = IdentityConfiguration()
+        configuration.developmentSecret = developmentSecret
+        configuration.keys = try setting.list(flags: jwtKeys, "LEDGER_JWT_KEYS").map { text throws(ConfigurationError) in
+            try ConfiguredKey(parsing: text)
+        }
+        configuration.jwksFiles = try setting.list(flags: jwksFiles, "LEDGER_JWKS_FILE")
+        if let text = try setting.value(flag: jwksURL, "LEDGER_JWKS_URL") {
+            guard let url = URL(string: text), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
+                throw ValidationError("the JWKS URL '\(text)' is not an http(s) URL")
+            }
+            configuration.jwksURL = url
+        }
+        let refresh = try Self.number(jwksRefresh, setting, "LEDGER_JWKS_REFRESH", default: 300, range: 1...86_400)
+        configuration.jwksRefresh = .seconds(refresh)
+        configuration.userClaim = try setting.value(flag: userClaim, "LEDGER_JWT_USER_CLAIM") ?? "sub"
+        configuration.issuer = try setting.value(flag: issuer, "LEDGER_JWT_ISSUER")
+        configuration.audiences = try setting.list(flags: audience, "LEDGER_JWT_AUDIENCE")
+        configuration.publishScope = try setting.value(flag: publishScope, "LEDGER_JWT_PUBLISH_SCOPE") ?? "ledger:publish"
+        configuration.leeway = Int64(try Self.number(leeway, setting, "LEDGER_JWT_LEEWAY", default: 60, range: 0...3600))
+        return configuration
+    }
+
+    static func number(_ flag: Int?, _ setting: Setting, _ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
+        let number: Int
+        if let flag {
+            number = flag
+        } else if let text = try setting.value(flag: nil, name) {
+            guard let parsed = Int(text) else { throw ValidationError("\(name): '\(text)' is not a number") }
+            number = parsed
+        } else {
+            number = value
+        }
+        guard range.contains(number) else { throw ValidationError("\(name): \(number) is not in \(range.lowerBound)…\(range.upperBound)") }
+        return number
+    }
+}
+
 struct Serve: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Migrate the schema, then serve (stateless: run as many as you like on one database).")
+    static let configuration = CommandConfiguration(
+        abstract: "Migrate the schema, then serve (stateless: run as many as you like on one database).",
+        discussion: """
+            Configured from the environment (each variable NAME may instead be NAME_FILE, a file \
+            holding the value); the flags of the same names override it (tests). Examples:
+
+              # The identity provider's published keys, users named by its `sub` claim:
+              DATABASE_URL_FILE=/run/secrets/database-url \\
+              LEDGER_JWKS_URL=https://idp.example.com/.well-known/jwks.json \\
+              LEDGER_JWT_ISSUER=https://idp.example.com/ LEDGER_JWT_AUDIENCE=inbox-sync \\
+                ledger-server serve --host 0.0.0.0 --port 8080
+
+              # Keys one by one: a backend's HS256 secret, the provider's RS256 key;
+              # the database over TLS, its certificate and host name verified:
+              export LEDGER_JWT_KEYS=backend-1:HS256:env:BACKEND_SECRET
+              LEDGER_JWT_KEYS+=,idp-2:RS256:file:/etc/ledger/idp-2.pem
+              export DATABASE_URL='postgres://ledger@db/ledger?sslmode=verify-full'
+              ledger-server serve
+
+              # Development: `ledger-server token`'s tokens, signed with a secret:
+              LEDGER_SERVER_SECRET=… DATABASE_URL=postgres://ledger@127.0.0.1/ledger \\
+                ledger-server serve
+            """)
 
     @Option(help: "Address to listen on.") var host = "127.0.0.1"
     @Option(help: "Port (0: any free port; the 'listening on' line says which).") var port = 8080
-    @Option(help: "PostgreSQL URL: postgres://USER[:PASSWORD]@HOST:PORT/DATABASE (default: $DATABASE_URL).")
+    @Option(help: "PostgreSQL URL: postgres://USER[:PASSWORD]@HOST:PORT/DATABASE[?sslmode=…] (default: $DATABASE_URL, or the file $DATABASE_URL_FILE names).")
     var databaseURL: String?
     @Option(help: "Largest request body, in bytes.") var maxBody = SyncWire.Limits.defaultMaxBodyBytes
     @Option(help: "PostgreSQL connections per process.") var connections = 8
@@ -43,17 +134,19 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Long polls one user may hold open at once.") var longPollsPerUser = 16
     @Option(help: "Device ledgers one user may have.") var ledgersPerUser = 100
     @OptionGroup var secret: SecretOption
+    @OptionGroup var identity: IdentityOptions
 
     func run() async throws {
         var log = Logger(label: "ledger-server")
         log.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .notice
-        guard let url = databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"] else {
-            throw ValidationError("--database-url postgres://USER@HOST:PORT/DATABASE is required")
+        let setting = Setting()
+        guard let url = try setting.value(flag: databaseURL, "DATABASE_URL") else {
+            throw ValidationError("the database is not configured: DATABASE_URL, DATABASE_URL_FILE or --database-url postgres://USER@HOST:PORT/DATABASE")
         }
         let settings = ServerSettings(
-            host: host, port: port, databaseURL: url, maxBodyBytes: maxBody, connections: connections,
-            databaseWait: .seconds(databaseWait), idleTimeout: .seconds(idleTimeout), longPollsPerUser: longPollsPerUser, ledgersPerUser: ledgersPerUser,
-            secret: try secret.resolve())
+            host: host, port: port, database: try DatabaseURL(url), maxBodyBytes: maxBody, connections: connections,
+            databaseWait: .seconds(databaseWait), idleTimeout: .seconds(idleTimeout), longPollsPerUser: longPollsPerUser,
+            ledgersPerUser: ledgersPerUser, identity: try identity.resolve(setting, developmentSecret: try secret.optional(setting)))
         let app = try await buildApplication(settings, logger: log)
         try await app.runService()
     }
@@ -63,34 +156,30 @@ struct Serve: AsyncParsableCommand {
 struct ServerSettings: Sendable {
     var host = "127.0.0.1"
     var port = 8080
-    var databaseURL: String
+    var database: DatabaseURL
     var maxBodyBytes = SyncWire.Limits.defaultMaxBodyBytes
     var connections = 8
     var databaseWait: Duration = .seconds(60)
     var idleTimeout: Duration = .seconds(15)
     var longPollsPerUser = 16
     var ledgersPerUser = 100
-    var secret: String
+    /// How tokens are verified (docs/sync.md, "Configuration").
+    var identity: IdentityConfiguration
 }
 
-/// The server, composed: waits for PostgreSQL ("waiting for PostgreSQL at HOST:PORT"), checks
+/// The server, composed: loads the token verification keys (a JWKS URL is fetched), waits for PostgreSQL ("waiting for PostgreSQL at HOST:PORT"), checks
 /// and applies the schema migrations on a connection of its own, then builds the application —
 /// the pool, the feed notifier and database probe, the routes with their error answers, and
 /// connections that close when idle (which bounds how long a request's headers may take).
 func buildApplication(_ settings: ServerSettings, logger: Logger) async throws -> some ApplicationProtocol {
-    guard let parts = URLComponents(string: settings.databaseURL), let dbHost = parts.host, let user = parts.user else {
-        throw ValidationError("--database-url postgres://USER@HOST:PORT/DATABASE is required")
-    }
-    let dbPort = parts.port ?? 5432
-    let databaseName = parts.path.isEmpty ? nil : String(parts.path.dropFirst())
-    var config = PostgresClient.Configuration(host: dbHost, port: dbPort, username: user, password: parts.password,
-                                              database: databaseName, tls: .disable)
+    let verifier = try await IdentityVerifier(configuration: settings.identity, logger: logger)
+    logger.notice("database \(settings.database.description); \(verifier.summary)")
+    var config = try settings.database.clientConfiguration()
     config.options.maximumConnections = settings.connections
-    var single = PostgresConnection.Configuration(host: dbHost, port: dbPort, username: user, password: parts.password,
-                                                  database: databaseName, tls: .disable)
+    var single = try settings.database.connectionConfiguration()
     single.options.connectTimeout = .seconds(5)
     let client = PostgresClient(configuration: config, backgroundLogger: logger)
-    let database = Database(client: client, address: "\(dbHost):\(dbPort)", connection: single, logger: logger)
+    let database = Database(client: client, address: "\(settings.database.host):\(settings.database.port)", connection: single, logger: logger)
 
     let setup = try await database.connectAtStartup(patience: settings.databaseWait)
     do {
@@ -102,10 +191,10 @@ func buildApplication(_ settings: ServerSettings, logger: Logger) async throws -
     try await setup.close()
 
     let notifier = FeedNotifier(database: database)
-    let api = API(store: Store(database: database, ledgersPerUser: settings.ledgersPerUser), notifier: notifier, signer: TokenSigner(secret: settings.secret),
+    let api = API(store: Store(database: database, ledgersPerUser: settings.ledgersPerUser), notifier: notifier,
                   maxBodyBytes: settings.maxBodyBytes, longPollsPerUser: settings.longPollsPerUser)
     let router = Router(context: LedgerRequestContext.self)
-    api.routes(router)
+    api.routes(router, authenticator: TokenAuthenticator(verifier: verifier))
     let host = settings.host
     let idle = TimeAmount.nanoseconds(Int64(settings.idleTimeout.components.seconds) * 1_000_000_000)
     return Application(
@@ -122,15 +211,17 @@ func buildApplication(_ settings: ServerSettings, logger: Logger) async throws -
 }
 
 struct Token: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Mint a token for a user (prints it).")
+    static let configuration = CommandConfiguration(
+        abstract: "Mint a development token for a user (prints it); a server with the same secret accepts it.",
+        discussion: "Example: LEDGER_SERVER_SECRET=… ledger-server token --user alice --scope publish")
 
-    @Option(help: "The user id: 1–64 of A-Z a-z 0-9 . _ -") var user: String
+    @Option(help: "The user id: 1–128 bytes of printable ASCII without spaces.") var user: String
     @Option(help: "device (sync a device) or publish (list messages for the user).") var scope = "device"
     @Option(parsing: .unconditional, help: "Lifetime in seconds (negative, as `--ttl -10`: already expired, for tests).") var ttl: Int64 = 30 * 86_400
     @OptionGroup var secret: SecretOption
 
     func run() throws {
-        guard TokenSigner.isValidUser(user) else { throw ValidationError("user: 1–64 of A-Z a-z 0-9 . _ -") }
+        guard Identity.isValidUser(user) else { throw ValidationError("user: 1–128 bytes of printable ASCII without spaces") }
         guard let scope = Claims.Scope(rawValue: scope) else { throw ValidationError("scope: device or publish") }
         let claims = Claims(sub: user, scope: scope, exp: Int64(Date().timeIntervalSince1970) + ttl)
         print(try TokenSigner(secret: try secret.resolve()).sign(claims))

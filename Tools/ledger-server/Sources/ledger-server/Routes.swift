@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import HummingbirdAuth
 import InboxLedger
 import InboxLedgerSync
 import Logging
@@ -9,14 +10,17 @@ import NIOHTTPTypes
 import Synchronization
 
 /// The request context: Hummingbird's, plus the connection, so a long poll can end when its
-/// client leaves.
-struct LedgerRequestContext: RequestContext {
+/// client leaves, and the identity `TokenAuthenticator` proved (hummingbird-auth's
+/// `AuthRequestContext`).
+struct LedgerRequestContext: AuthRequestContext, RequestContext {
     var coreContext: CoreRequestContextStorage
     let channel: any Channel
+    var identity: Identity?
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         channel = source.channel
+        identity = nil
     }
 }
 
@@ -26,18 +30,19 @@ struct LedgerRequestContext: RequestContext {
 struct API: Sendable {
     let store: Store
     let notifier: FeedNotifier
-    let signer: TokenSigner
     let maxBodyBytes: Int
     /// Long polls one user may hold open at once (a 429 beyond: docs/sync.md, "Limits").
     let longPollsPerUser: Int
 
-    func routes(_ router: Router<LedgerRequestContext>) {
+    /// The routes; `authenticator` checks the token of every `/v1` request before its handler.
+    func routes(_ router: Router<LedgerRequestContext>, authenticator: TokenAuthenticator) {
         router.add(middleware: ErrorAnswers(database: store.database))
         router.get(RouterPath(SyncWire.Endpoint.health.rawValue)) { _, _ in try self.health() }
-        router.post(RouterPath(SyncWire.Endpoint.up.rawValue)) { request, context in try await self.up(request, context) }
-        router.get(RouterPath(SyncWire.Endpoint.down.rawValue)) { request, context in try await self.down(request, context) }
-        router.post(RouterPath(SyncWire.Endpoint.publish.rawValue)) { request, context in try await self.publish(request, context) }
-        router.get(RouterPath(SyncWire.Endpoint.state.rawValue)) { request, context in try await self.state(request, context) }
+        let v1 = router.group().add(middleware: authenticator)
+        v1.post(RouterPath(SyncWire.Endpoint.up.rawValue)) { request, context in try await self.up(request, context) }
+        v1.get(RouterPath(SyncWire.Endpoint.down.rawValue)) { request, context in try await self.down(request, context) }
+        v1.post(RouterPath(SyncWire.Endpoint.publish.rawValue)) { request, context in try await self.publish(request, context) }
+        v1.get(RouterPath(SyncWire.Endpoint.state.rawValue)) { request, context in try await self.state(request, context) }
     }
 
     // MARK: - Handlers
@@ -54,16 +59,16 @@ struct API: Sendable {
     }
 
     func up(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        let claims = try authenticate(request, scope: .device)
+        let claims = try authenticate(context, scope: .device)
         let body: SyncWire.UpRequest = try await decodeBody(request, context)
         let validated = try validate(body)
-        let (answer, feedEntries) = try await store.up(user: claims.sub, request: body, validated: validated)
-        if feedEntries > 0 { notifier.announce(claims.sub) }  // after the commit: the long polls re-read
+        let (answer, feedEntries) = try await store.up(user: claims.user, request: body, validated: validated)
+        if feedEntries > 0 { notifier.announce(claims.user) }  // after the commit: the long polls re-read
         return try Self.json(answer)
     }
 
     func down(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        let claims = try authenticate(request, scope: .device)
+        let claims = try authenticate(context, scope: .device)
         let query = request.uri.queryParameters
         let after = try Self.number(query[Substring(SyncWire.DownQuery.after.rawValue)], name: SyncWire.DownQuery.after.rawValue,
                                     default: 0, range: SyncWire.Limits.sequences)
@@ -73,22 +78,22 @@ struct API: Sendable {
         let wait = Int(try Self.number(query[Substring(SyncWire.DownQuery.wait.rawValue)], name: SyncWire.DownQuery.wait.rawValue, default: 0,
                                        range: UInt64(SyncWire.Limits.longPollSeconds.lowerBound)...UInt64(SyncWire.Limits.longPollSeconds.upperBound)))
         let deadline = ContinuousClock.now + .seconds(wait)
-        var page = try await store.feed(user: claims.sub, after: after, limit: limit)
+        var page = try await store.feed(user: claims.user, after: after, limit: limit)
         guard page.changes.isEmpty, wait > 0 else { return try Self.json(page) }
         // A long poll: bounded per user, woken by notifications, ended by the client leaving.
         let left = await ClientDisconnect.watch(context.channel)
         let gone = Flag()
         while ContinuousClock.now < deadline {
-            let ticket = notifier.arm(claims.sub)  // before the read: a change in between is not missed
-            if notifier.polls(of: claims.sub) > longPollsPerUser {
+            let ticket = notifier.arm(claims.user)  // before the read: a change in between is not missed
+            if notifier.polls(of: claims.user) > longPollsPerUser {
                 notifier.disarm(ticket)
-                throw APIError(.tooMany, "\(claims.sub) already holds \(longPollsPerUser) long polls open; close one first")
+                throw APIError(.tooMany, "\(claims.user) already holds \(longPollsPerUser) long polls open; close one first")
             }
             left?.whenComplete { _ in
                 gone.set()
                 self.notifier.signal(ticket)
             }
-            page = try await store.feed(user: claims.sub, after: after, limit: limit)
+            page = try await store.feed(user: claims.user, after: after, limit: limit)
             if !page.changes.isEmpty {
                 notifier.disarm(ticket)
                 break
@@ -103,7 +108,7 @@ struct API: Sendable {
     }
 
     func publish(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        let claims = try authenticate(request, scope: .publish)
+        let claims = try authenticate(context, scope: .publish)
         let body: SyncWire.PublishRequest = try await decodeBody(request, context)
         guard !body.messages.isEmpty || !(body.removed ?? []).isEmpty else { throw APIError.badRequest("nothing to publish") }
         // The ledger's own validation of a listing (ids, dates, duplicates), before anything is written.
@@ -115,27 +120,21 @@ struct API: Sendable {
         }
         for (i, message) in body.messages.enumerated() { try Self.checkIdentifier(message.id, at: "messages[\(i)].id") }
         for (i, id) in (body.removed ?? []).enumerated() { try Self.checkIdentifier(id, at: "removed[\(i)]") }
-        let answer = try await store.publish(user: claims.sub, request: body)
-        notifier.announce(claims.sub)  // after the commit
+        let answer = try await store.publish(user: claims.user, request: body)
+        notifier.announce(claims.user)  // after the commit
         return try Self.json(answer)
     }
 
     func state(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        let claims = try authenticate(request, scope: nil)
-        return try Self.json(try await store.state(user: claims.sub))
+        let claims = try authenticate(context, scope: nil)
+        return try Self.json(try await store.state(user: claims.user))
     }
 
     // MARK: - Checks
 
-    func authenticate(_ request: Request, scope: Claims.Scope?) throws -> Claims {
-        guard let header = request.headers[.authorization] else { throw APIError.unauthorized(TokenError.missing.description) }
-        guard header.hasPrefix("Bearer ") else { throw APIError.unauthorized("expected Authorization: Bearer <token>") }
-        let claims: Claims
-        do {
-            claims = try signer.verify(String(header.dropFirst(7)), now: Int64(Date().timeIntervalSince1970))
-        } catch {
-            throw APIError.unauthorized(error.description)
-        }
+    /// The identity `TokenAuthenticator` proved, if its scope allows the endpoint.
+    func authenticate(_ context: LedgerRequestContext, scope: Claims.Scope?) throws -> Identity {
+        guard let claims = context.identity else { throw APIError.unauthorized(AuthenticationFailure.missing.description) }
         if let scope, claims.scope != scope {
             throw APIError.forbidden("a \(claims.scope.rawValue) token cannot call this endpoint (needs \(scope.rawValue))")
         }

@@ -1,7 +1,8 @@
 import Crypto
 import Foundation
 
-/// The claims of a bearer token (docs/sync.md, "Authentication").
+/// The claims of a development token, `ledger-server token`'s (docs/sync.md, "Authentication").
+/// An identity provider's JWTs are verified by `IdentityVerifier`.
 struct Claims: Codable, Equatable, Sendable {
     /// A device token reads and writes its user's data; a publish token lists messages.
     enum Scope: String, Codable, Sendable { case device, publish }
@@ -11,13 +12,12 @@ struct Claims: Codable, Equatable, Sendable {
     var exp: Int64
 }
 
-/// Why a token was refused; every case answers 401.
+/// Why a development token was refused; every case answers 401.
 enum TokenError: Error, Equatable, CustomStringConvertible {
-    case missing, malformed(String), badSignature, expired(Int64)
+    case malformed(String), badSignature, expired(Int64)
 
     var description: String {
         switch self {
-        case .missing: "no bearer token (Authorization: Bearer <token>)"
         case .malformed(let why): "malformed token: \(why)"
         case .badSignature: "the token's signature does not match (forged, or signed with another secret)"
         case .expired(let exp): "the token expired at \(exp) (unix seconds)"
@@ -25,19 +25,14 @@ enum TokenError: Error, Equatable, CustomStringConvertible {
     }
 }
 
-/// Signs and verifies `v1.<claims>.<HMAC-SHA256>` tokens with the server's secret.
+/// Signs and verifies development tokens, `v1.<claims>.<HMAC-SHA256>`, with the server's
+/// development secret (constant-time comparison by swift-crypto).
 struct TokenSigner: Sendable {
     let secret: [UInt8]
 
     init(secret: String) { self.secret = Array(secret.utf8) }
 
     var key: SymmetricKey { SymmetricKey(data: secret) }
-
-    static func isValidUser(_ user: String) -> Bool {
-        (1...64).contains(user.utf8.count) && user.utf8.allSatisfy { b in
-            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5a) || (b >= 0x61 && b <= 0x7a) || b == 0x2e || b == 0x5f || b == 0x2d
-        }
-    }
 
     func sign(_ claims: Claims) throws -> String {
         let body = "v1." + Self.base64url(try JSONEncoder().encode(claims))
@@ -55,7 +50,7 @@ struct TokenSigner: Sendable {
         guard let json = Self.unbase64url(parts[1]), let claims = try? JSONDecoder().decode(Claims.self, from: json) else {
             throw .malformed("the claims are not {sub, scope, exp}")
         }
-        guard Self.isValidUser(claims.sub) else { throw .malformed("bad user id") }
+        guard Identity.isValidUser(claims.sub) else { throw .malformed("bad user id") }
         guard claims.exp > now else { throw .expired(claims.exp) }
         return claims
     }

@@ -147,11 +147,12 @@ final class Harness: Sendable {
         FileManager.default.fileExists(atPath: "/usr/lib/postgresql") && getuid() == 0 || ProcessInfo.processInfo.environment["PGBIN"] != nil
     }
 
-    init() async throws {
+    /// `postgresOptions`: more `postgres -c` settings (the TLS tests' `ssl=on`, certificates).
+    init(postgresOptions: [String] = []) async throws {
         let dir = FileManager.default.temporaryDirectory.path + "/ledger-server-test-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         directory = dir
-        let start = try Child("/bin/bash", [repositoryRoot + "/scripts/sync-postgres.sh", "start", dir + "/pg", "fsync=off"])
+        let start = try Child("/bin/bash", [repositoryRoot + "/scripts/sync-postgres.sh", "start", dir + "/pg", "fsync=off"] + postgresOptions)
         // The port from the file the script writes: the pipe may still hold the last line when
         // the script's exit is seen.
         guard try await start.exitStatus() == 0,
@@ -167,8 +168,13 @@ final class Harness: Sendable {
     /// Starts a server (on `port`, or any free one) and waits for its "listening on" line.
     @discardableResult
     func startServer(port: Int = 0, extra: [String] = []) async throws -> (child: Child, url: URL) {
-        let child = try Child(productsDirectory + "/ledger-server",
-                              ["serve", "--port", String(port), "--database-url", databaseURL, "--secret", Self.secret] + extra)
+        try await startServer(["--port", String(port), "--database-url", databaseURL, "--secret", Self.secret] + extra)
+    }
+
+    /// Starts `ledger-server serve ARGUMENTS` with `environment` added to the test's.
+    @discardableResult
+    func startServer(_ arguments: [String], environment: [String: String] = [:]) async throws -> (child: Child, url: URL) {
+        let child = try Child(productsDirectory + "/ledger-server", ["serve"] + arguments, environment: environment)
         servers.withLock { $0.append(child) }
         try await child.waitForLine(containing: "listening on")
         guard let line = child.text.split(separator: "\n").first(where: { $0.contains("listening on") }),

@@ -13,7 +13,8 @@ import Testing
 struct InProcessServerTests {
     @Test func buildApplicationServesTheProtocolInProcess() async throws {
         try await withHarness { h in
-            let settings = ServerSettings(port: 0, databaseURL: h.databaseURL, secret: Harness.secret)
+            let settings = ServerSettings(port: 0, database: try DatabaseURL(h.databaseURL),
+                                          identity: IdentityConfiguration(developmentSecret: Harness.secret))
             let app = try await buildApplication(settings, logger: Logger(label: "in-process"))
             let signer = TokenSigner(secret: Harness.secret)
             let token = try signer.sign(Claims(sub: "ivy", scope: .device, exp: Int64(Date().timeIntervalSince1970) + 600))
