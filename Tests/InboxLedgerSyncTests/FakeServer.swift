@@ -51,11 +51,11 @@ final class FakeServer: SyncTransport, Sendable {
         let size = (try? JSONEncoder().encode(request).count) ?? 0
         let result: Result<SyncWire.UpResponse, SyncError> = state.withLock { s in
             s.sends += 1
-            if s.offline { return .failure(.network("connection refused")) }
+            if s.offline { return .failure(.offline("connection refused")) }
             s.bodySizes.append(size)
             if size > s.maxBodyBytes { return .failure(.rejected(status: 413, code: "too_large", message: "the body exceeds \(s.maxBodyBytes) bytes")) }
             let fault = s.faults.isEmpty ? nil : s.faults.removeFirst()
-            if case .refuse = fault { return .failure(.network("connection refused")) }
+            if case .refuse = fault { return .failure(.offline("connection refused")) }
             let acked = s.acked[request.ledger, default: 0]
             if case .gap = fault { return .failure(.gap(serverAcked: acked, deviceCursor: request.after)) }
             guard request.after <= acked else { return .failure(.gap(serverAcked: acked, deviceCursor: request.after)) }
@@ -75,7 +75,7 @@ final class FakeServer: SyncTransport, Sendable {
                     break
                 }
             }
-            if case .loseAnswer = fault { return .failure(.network("connection reset after the commit")) }
+            if case .loseAnswer = fault { return .failure(.offline("connection reset after the commit")) }
             return .success(SyncWire.UpResponse(user: user, ledger: request.ledger, acked: max(acked, request.through),
                                                 applied: fresh.count, duplicates: request.events.count - fresh.count))
         }
@@ -85,10 +85,10 @@ final class FakeServer: SyncTransport, Sendable {
     func fetch(after: UInt64, limit: Int, waitSeconds: Int) async throws(SyncError) -> SyncWire.DownResponse {
         let result: Result<SyncWire.DownResponse, SyncError> = state.withLock { s in
             s.fetches += 1
-            if s.offline { return .failure(.network("connection refused")) }
+            if s.offline { return .failure(.offline("connection refused")) }
             if case .refuse = s.faults.first {
                 s.faults.removeFirst()
-                return .failure(.network("connection refused"))
+                return .failure(.offline("connection refused"))
             }
             let changes = Array(s.feed.filter { $0.seq > after }.prefix(limit))
             return .success(SyncWire.DownResponse(user: user, head: UInt64(s.feed.count), changes: changes))
