@@ -50,7 +50,7 @@ package struct DownStateMachine: Sendable {
         case finished(Outcome)
     }
 
-    let settings: Settings
+    package let settings: Settings
     private(set) var state = State.notStarted
     /// The last failure, until the next success (carried over from the previous run).
     package private(set) var lastError: SyncError?

@@ -33,6 +33,11 @@ package struct StatusCoalescer: Sendable {
         package var deliver: SyncStatus?
         /// Offer the current status again at this time (something is held back).
         package var wakeAt: Instant?
+
+        package init(deliver: SyncStatus?, wakeAt: Instant?) {
+            self.deliver = deliver
+            self.wakeAt = wakeAt
+        }
     }
 
     /// Offers the current status at `now`.
