@@ -4,6 +4,7 @@
 #                                                                loopback port, create database
 #                                                                'ledger' (user 'ledger'); prints the port
 #   scripts/sync-postgres.sh stop DIR
+#   scripts/sync-postgres.sh restart DIR [options…]                 the stopped cluster again, same port
 # Run as root, the cluster runs as the unprivileged user 'nobody' (PostgreSQL refuses root).
 set -euo pipefail
 cmd=${1:?start|stop}
@@ -37,8 +38,17 @@ start)
 stop)
     [ -d "$dir/data" ] && as_db_user "$PGBIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
     ;;
+restart)
+    # After `stop`: the same cluster on the same port (an outage ends).
+    port=$(cat "$dir/port")
+    extra=()
+    for option in "$@"; do extra+=("-c" "$option"); done
+    as_db_user "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
+        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 ${extra[*]:-}" start >/dev/null
+    echo "$port"
+    ;;
 *)
-    echo "usage: $0 start|stop DIR" >&2
+    echo "usage: $0 start|stop|restart DIR" >&2
     exit 2
     ;;
 esac

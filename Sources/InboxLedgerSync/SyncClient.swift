@@ -58,6 +58,9 @@ public final class SyncClient: Sendable {
     struct StateFile: Codable {
         var user: String?
         var downCursor: UInt64
+        /// The ledger sequence of the last feed entry appended (its key names `downCursor`):
+        /// how a restored ledger is recognised (RestoredLedger.swift).
+        var appendedAt: UInt64?
     }
 
     /// A client for `ledger`: registers the relay consumer (durably, from the first retained
@@ -66,8 +69,8 @@ public final class SyncClient: Sendable {
     /// until the server's first answer). `transport` defaults to ``HTTPSyncTransport`` to
     /// `configuration.server`.
     public init(ledger: Ledger, configuration: SyncConfiguration, transport: (any SyncTransport)? = nil) throws(SyncError) {
-        guard (1...1000).contains(configuration.batchSize), (1...1000).contains(configuration.downPageSize),
-              (0...30).contains(configuration.longPollSeconds), configuration.maxBatchBytes >= 65_536,
+        guard (1...SyncWire.Limits.eventsPerRequest).contains(configuration.batchSize), SyncWire.Limits.downPageSizes.contains(configuration.downPageSize),
+              SyncWire.Limits.longPollSeconds.contains(configuration.longPollSeconds), configuration.maxBatchBytes >= 65_536,
               configuration.leaseRenewal > .zero, configuration.timeoutSeconds > 0 else {
             throw .rejected(status: 0, code: "configuration", message: "batchSize and downPageSize must be 1–1000, longPollSeconds 0–30, maxBatchBytes at least 65536, leaseRenewal and timeoutSeconds positive")
         }
@@ -87,7 +90,7 @@ public final class SyncClient: Sendable {
             throw .ledger(error)
         }
         let saved = try Self.readState(configuration.stateFile)
-        status.downCursor = saved?.downCursor ?? 0
+        status.downCursor = try saved.map { saved throws(SyncError) in try Self.downCursorHeld(by: ledger, saved: saved) } ?? 0
         var initial = Shared(status: status, token: configuration.token)
         initial.user = saved?.user
         initial.downCursor = status.downCursor
@@ -456,8 +459,8 @@ public final class SyncClient: Sendable {
             let events = page.changes.map {
                 NewEvent(type: $0.type, payload: Array($0.payload.utf8), key: SyncWire.downKey(user: page.user, seq: $0.seq))
             }
-            _ = try await waitingThroughTransient { try await self.ledger.append(contentsOf: events) }
-            try saveState(user: page.user, downCursor: last.seq)
+            let sequences = try await appendFeedPage(events, page: page)
+            try saveState(user: page.user, downCursor: last.seq, appendedAt: sequences.last)
             shared.withLock { $0.user = page.user; $0.downCursor = last.seq }
         } else if known == nil {
             shared.withLock { $0.user = page.user }
@@ -556,10 +559,10 @@ public final class SyncClient: Sendable {
         }
     }
 
-    func saveState(user: String, downCursor: UInt64) throws(SyncError) {
+    func saveState(user: String, downCursor: UInt64, appendedAt: UInt64? = nil) throws(SyncError) {
         let path = configuration.stateFile
         do {
-            let data = try JSONEncoder().encode(StateFile(user: user, downCursor: downCursor))
+            let data = try JSONEncoder().encode(StateFile(user: user, downCursor: downCursor, appendedAt: appendedAt))
             try data.write(to: URL(fileURLWithPath: path), options: .atomic)
         } catch {
             throw .stateFile(path: path, reason: "cannot write the sync state: \(error)")

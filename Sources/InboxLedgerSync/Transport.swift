@@ -70,7 +70,7 @@ public struct HTTPSyncTransport: SyncTransport {
     public func send(_ request: SyncWire.UpRequest) async throws(SyncError) -> SyncWire.UpResponse {
         let body: Data
         do { body = try JSONEncoder().encode(request) } catch { throw .protocolViolation("cannot encode the batch: \(error)") }
-        var http = URLRequest(url: server.appendingPathComponent("v1/up"))
+        var http = URLRequest(url: server.appendingPathComponent(SyncWire.Endpoint.up.relativePath))
         http.httpMethod = "POST"
         http.httpBody = body
         http.timeoutInterval = timeoutSeconds
@@ -79,13 +79,13 @@ public struct HTTPSyncTransport: SyncTransport {
     }
 
     public func fetch(after: UInt64, limit: Int, waitSeconds: Int) async throws(SyncError) -> SyncWire.DownResponse {
-        guard var components = URLComponents(url: server.appendingPathComponent("v1/down"), resolvingAgainstBaseURL: false) else {
+        guard var components = URLComponents(url: server.appendingPathComponent(SyncWire.Endpoint.down.relativePath), resolvingAgainstBaseURL: false) else {
             throw .protocolViolation("bad server URL \(server)")
         }
         components.queryItems = [
-            URLQueryItem(name: "after", value: String(after)),
-            URLQueryItem(name: "limit", value: String(limit)),
-            URLQueryItem(name: "wait", value: String(waitSeconds)),
+            URLQueryItem(name: SyncWire.DownQuery.after.rawValue, value: String(after)),
+            URLQueryItem(name: SyncWire.DownQuery.limit.rawValue, value: String(limit)),
+            URLQueryItem(name: SyncWire.DownQuery.wait.rawValue, value: String(waitSeconds)),
         ]
         guard let url = components.url else { throw .protocolViolation("bad server URL \(server)") }
         var http = URLRequest(url: url)
@@ -116,7 +116,7 @@ public struct HTTPSyncTransport: SyncTransport {
         switch http.statusCode {
         case 401: throw .unauthorized(message)
         case 403: throw .forbidden(message)
-        case 409 where body?.error == "gap": throw .gap(serverAcked: body?.acked ?? 0, deviceCursor: cursor)
+        case 409 where body?.error == SyncWire.ErrorCode.gap.rawValue: throw .gap(serverAcked: body?.acked ?? 0, deviceCursor: cursor)
         case 500...: throw .server(status: http.statusCode, message: message)
         default: throw .rejected(status: http.statusCode, code: body?.error ?? "http_\(http.statusCode)", message: message)
         }

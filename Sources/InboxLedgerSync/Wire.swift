@@ -12,6 +12,129 @@ public enum SyncWire {
     /// The key prefix of every event the down direction appends: `sync-down-<user>-<seq>`.
     public static let downKeyPrefix = "sync-down-"
 
+    /// The endpoints (docs/sync.md), one definition for the client and the server.
+    ///
+    /// ```swift
+    /// let up = URL(fileURLWithPath: "/").appendingPathComponent(SyncWire.Endpoint.up.relativePath)
+    /// ```
+    public enum Endpoint: String, Sendable, CaseIterable {
+        /// `POST`: a device's shared events.
+        case up = "/v1/up"
+        /// `GET ?after=&limit=&wait=`: the user's change feed (a long poll).
+        case down = "/v1/down"
+        /// `POST` (publish tokens): a listing for the token's user.
+        case publish = "/v1/publish"
+        /// `GET`: what the server holds for the token's user.
+        case state = "/v1/state"
+        /// `GET`: the server and its database (no token).
+        case health = "/healthz"
+
+        /// The path without its leading slash, to append to a base URL.
+        public var relativePath: String { String(rawValue.dropFirst()) }
+    }
+
+    /// The query parameters of `GET /v1/down`.
+    public enum DownQuery: String, Sendable, CaseIterable {
+        /// The cursor: entries with a sequence above it.
+        case after
+        /// At most this many entries (``Limits/downPageSizes``).
+        case limit
+        /// Seconds to wait for an entry when there is none (``Limits/longPollSeconds``).
+        case wait
+    }
+
+    /// The `error` code of every answer other than 200 (``ErrorBody``).
+    ///
+    /// ```swift
+    /// let retry = SyncWire.ErrorCode(rawValue: "unavailable")?.isRetryable ?? false   // true
+    /// ```
+    public enum ErrorCode: String, Sendable, CaseIterable, Codable {
+        /// 401: the token is missing, malformed, forged or expired.
+        case unauthorized
+        /// 403: another user's ledger, or a token of the wrong scope.
+        case forbidden
+        /// 400: a malformed or invalid request; nothing was written.
+        case badRequest = "bad_request"
+        /// 413: the body is over the server's limit.
+        case tooLarge = "too_large"
+        /// 409: the batch starts after what the server holds (`acked` says what it holds).
+        case gap
+        /// 429: a per-user bound (``Limits``) is reached.
+        case tooMany = "too_many"
+        /// 503: the database cannot be reached; nothing was written. Retry.
+        case unavailable
+        /// 500: a bug; nothing was acknowledged.
+        case `internal`
+
+        /// The HTTP status that carries it.
+        public var status: Int {
+            switch self {
+            case .unauthorized: 401
+            case .forbidden: 403
+            case .badRequest: 400
+            case .tooLarge: 413
+            case .gap: 409
+            case .tooMany: 429
+            case .unavailable: 503
+            case .internal: 500
+            }
+        }
+
+        /// Whether the same request may succeed later without any change (503, 500, 429).
+        public var isRetryable: Bool {
+            switch self {
+            case .unavailable, .internal, .tooMany: true
+            case .unauthorized, .forbidden, .badRequest, .tooLarge, .gap: false
+            }
+        }
+    }
+
+    /// The protocol's limits, one definition for both ends (docs/sync.md, "Limits").
+    public enum Limits {
+        /// Events in one `POST /v1/up`.
+        public static let eventsPerRequest = 1000
+        /// A payload's bytes.
+        public static let payloadBytes = 65_536
+        /// A ledger id's UTF-8 bytes.
+        public static let ledgerIDBytes = 1...128
+        /// An event type's bytes (printable ASCII).
+        public static let typeBytes = 1...128
+        /// An idempotency key's UTF-8 bytes.
+        public static let keyBytes = 1...256
+        /// `limit` of `GET /v1/down`, and its default.
+        public static let downPageSizes = 1...1000
+        /// The default `limit`.
+        public static let defaultDownPageSize = 500
+        /// `wait` of `GET /v1/down`, in seconds.
+        public static let longPollSeconds = 0...30
+        /// The server's default body limit (`ledger-server serve --max-body`).
+        public static let defaultMaxBodyBytes = 1_048_576
+        /// Sequences: 0 … 2^63 − 1 (PostgreSQL's bigint).
+        public static let sequences: ClosedRange<UInt64> = 0...UInt64(Int64.max)
+    }
+
+    /// Why `text` cannot be an identifier the server compares — a ledger id, a message id, an
+    /// idempotency key — or nil when it can. Identifiers are compared **byte for byte** (their
+    /// UTF-8), as the ledger keys them; so the protocol accepts only text in Unicode
+    /// Normalization Form C (two spellings of one text would otherwise be two messages), and
+    /// no U+0000 (PostgreSQL cannot store it in text).
+    ///
+    /// ```swift
+    /// let fine = SyncWire.identifierProblem("m42")          // nil
+    /// let refused = SyncWire.identifierProblem("e\u{301}")  // "is not in Unicode Normalization Form C …"
+    /// ```
+    public static func identifierProblem(_ text: String) -> String? {
+        var ascii = true
+        for byte in text.utf8 {
+            if byte == 0 { return "contains U+0000 (NUL), which no text column can hold" }
+            if byte >= 0x80 { ascii = false }
+        }
+        if !ascii, !text.precomposedStringWithCanonicalMapping.utf8.elementsEqual(text.utf8) {
+            return "is not in Unicode Normalization Form C (identifiers are compared byte for byte: send the NFC form)"
+        }
+        return nil
+    }
+
     /// The idempotency key of the server's feed entry `seq` of `user`.
     public static func downKey(user: String, seq: UInt64) -> String { "\(downKeyPrefix)\(user)-\(seq)" }
 
@@ -50,6 +173,20 @@ public enum SyncWire {
             if let payload { return Array(payload.utf8) }
             if let payloadBase64, let data = Data(base64Encoded: payloadBase64) { return Array(data) }
             return nil
+        }
+
+        /// Whether two wire events are **the same event**: the same type, key, commit time and
+        /// payload bytes (whichever of `payload` and `payloadBase64` carries them). The server
+        /// counts a resent sequence as a duplicate only when it holds the same event there; a
+        /// different one is a ledger restored from a backup or copied (docs/sync.md, "Failure
+        /// modes").
+        ///
+        /// ```swift
+        /// let again = SyncWire.UpEvent(event)
+        /// assert(again.isSameEvent(as: SyncWire.UpEvent(event)))
+        /// ```
+        public func isSameEvent(as other: UpEvent) -> Bool {
+            type == other.type && key == other.key && time == other.time && payloadBytes == other.payloadBytes
         }
     }
 
@@ -93,15 +230,21 @@ public enum SyncWire {
         /// Of the sequences the request declared lost, those the server recorded now (it did
         /// not hold them); absent when none were declared.
         public var lost: UInt64?
+        /// Of the applied events, those at sequences the server had already acknowledged but
+        /// where it held another event or none: the device reuses sequences (its ledger was
+        /// restored from a backup, or copied). Absent when none. Such an answer's `acked` may
+        /// be above the device's own head (the server still holds the old history's sequences).
+        public var reused: Int?
 
         /// An answer.
-        public init(user: String, ledger: String, acked: UInt64, applied: Int, duplicates: Int, lost: UInt64? = nil) {
+        public init(user: String, ledger: String, acked: UInt64, applied: Int, duplicates: Int, lost: UInt64? = nil, reused: Int? = nil) {
             self.user = user
             self.ledger = ledger
             self.acked = acked
             self.applied = applied
             self.duplicates = duplicates
             self.lost = lost
+            self.reused = reused
         }
     }
 
@@ -165,7 +308,8 @@ public enum SyncWire {
 
     /// The body of every 4xx/5xx answer.
     public struct ErrorBody: Codable, Sendable, Hashable {
-        /// A short code: `unauthorized`, `forbidden`, `bad_request`, `too_large`, `gap`, `internal`.
+        /// A short code, one of ``ErrorCode``: `unauthorized`, `forbidden`, `bad_request`,
+        /// `too_large`, `gap`, `too_many`, `unavailable`, `internal`.
         public var error: String
         /// What was wrong and where.
         public var message: String
@@ -177,6 +321,31 @@ public enum SyncWire {
             self.error = error
             self.message = message
             self.acked = acked
+        }
+    }
+
+    /// `GET /healthz`: whether the server can serve — 200 when its database answers, 503 with
+    /// the reason when it does not.
+    ///
+    /// ```swift
+    /// let health = SyncWire.Health(ok: false, database: "unreachable: connection refused", longPolls: 0, longPollsLeft: 0)
+    /// ```
+    public struct Health: Codable, Sendable, Hashable {
+        /// Whether requests can be served now.
+        public var ok: Bool
+        /// `ok`, or what is wrong with the database (`unreachable at HOST:PORT: …`).
+        public var database: String
+        /// Long polls (`GET /v1/down` with a wait) open now.
+        public var longPolls: Int
+        /// Long polls ended because their client disconnected, since the server started.
+        public var longPollsLeft: Int
+
+        /// A health answer.
+        public init(ok: Bool, database: String, longPolls: Int, longPollsLeft: Int) {
+            self.ok = ok
+            self.database = database
+            self.longPolls = longPolls
+            self.longPollsLeft = longPollsLeft
         }
     }
 
@@ -217,12 +386,16 @@ public enum SyncWire {
             public var acked: UInt64
             /// Sequences the device declared lost before sending them (trimmed on the device), in all.
             public var lost: UInt64
+            /// Events applied at sequences the server had acknowledged with other content or none
+            /// (a restored or copied ledger, ``UpResponse/reused``), in all.
+            public var reused: UInt64
 
             /// A ledger's state.
-            public init(ledger: String, acked: UInt64, lost: UInt64 = 0) {
+            public init(ledger: String, acked: UInt64, lost: UInt64 = 0, reused: UInt64 = 0) {
                 self.ledger = ledger
                 self.acked = acked
                 self.lost = lost
+                self.reused = reused
             }
         }
 

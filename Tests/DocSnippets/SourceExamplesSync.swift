@@ -93,3 +93,29 @@ func exampleWire(_ ledger: Ledger) throws {
     let body = try JSONEncoder().encode(request)
     _ = body
 }
+
+func exampleWireEndpoint() {
+    let up = URL(fileURLWithPath: "/").appendingPathComponent(SyncWire.Endpoint.up.relativePath)
+    _ = up
+}
+
+func exampleWireErrorCode() {
+    let retry = SyncWire.ErrorCode(rawValue: "unavailable")?.isRetryable ?? false   // true
+    _ = retry
+}
+
+func exampleWireIdentifier() {
+    let fine = SyncWire.identifierProblem("m42")          // nil
+    let refused = SyncWire.identifierProblem("e\u{301}")  // "is not in Unicode Normalization Form C …"
+    _ = (fine, refused)
+}
+
+func exampleWireSameEvent(_ event: Event) {
+    let again = SyncWire.UpEvent(event)
+    assert(again.isSameEvent(as: SyncWire.UpEvent(event)))
+}
+
+func exampleWireHealth() {
+    let health = SyncWire.Health(ok: false, database: "unreachable: connection refused", longPolls: 0, longPollsLeft: 0)
+    _ = health
+}

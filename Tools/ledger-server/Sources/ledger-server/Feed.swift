@@ -1,13 +1,18 @@
 import Foundation
 import Logging
+import NIOCore
 import PostgresNIO
 import ServiceLifecycle
 import Synchronization
 
-/// Wakes long polls when a user's feed moves, whichever server process wrote it: a publish runs
-/// `pg_notify('ledger_feed', user)` in its transaction, a device batch right after its commit
-/// (`announce`); each process LISTENs on one connection. A poll also re-reads every second, so a
-/// lost notification only delays it.
+/// Wakes long polls when a user's feed moves, whichever server process wrote it, and watches the
+/// database. Each process holds **one connection of its own** (not from the pool): it LISTENs on
+/// `ledger_feed` and runs `SELECT 1` every second; when that connection fails or a probe takes
+/// longer than ``probeTimeout`` the database is marked down (requests answer 503 at once, and
+/// `/healthz` says why) until a new connection answers. A device batch or a publish notifies
+/// right after its commit (``announce(_:)``). A long poll re-reads the feed only when woken: by a
+/// notification for its user, by a reconnection (notifications may have been missed while
+/// disconnected), by its deadline — and it ends when its client disconnects.
 final class FeedNotifier: Service, Sendable {
     struct Waiter: Sendable {
         var user: String
@@ -15,42 +20,96 @@ final class FeedNotifier: Service, Sendable {
         var continuation: CheckedContinuation<Void, Never>?
     }
 
-    let client: PostgresClient
+    let database: Database
     let logger: Logger
     let waiters = Mutex<(next: Int, all: [Int: Waiter])>((0, [:]))
     /// Users whose feed moved and who are not yet announced, and whether a flush is under way.
     let pending = Mutex<(users: Set<String>, flushing: Bool)>(([], false))
+    /// Long polls ended because their client left (`/healthz`).
+    let pollsLeft = Atomic<Int>(0)
+    let probeTimeout: Duration = .seconds(5)
 
-    init(client: PostgresClient, logger: Logger) {
-        self.client = client
-        self.logger = logger
+    init(database: Database) {
+        self.database = database
+        self.logger = database.logger
     }
 
     func run() async throws {
         // Ends on SIGTERM/SIGINT (graceful shutdown) like the PostgreSQL client does.
         try await cancelWhenGracefulShutdown {
+            var attempt = 0
             while !Task.isCancelled {
                 do {
-                    try await self.client.withConnection { connection in
-                        try await connection.listen(on: "ledger_feed") { notifications in
-                            for try await notification in notifications { self.wake(notification.payload) }
-                        }
-                    }
+                    attempt += 1
+                    let connection = try await PostgresConnection.connect(
+                        configuration: self.database.connectionConfiguration, id: attempt, logger: self.logger)
+                    try await self.serve(connection)
                 } catch {
                     if Task.isCancelled { return }
-                    self.logger.warning("LISTEN connection lost, reconnecting: \(error)")
+                    self.database.markDown(error)
                     try await Task.sleep(for: .milliseconds(500))  // a pause before reconnecting
                 }
             }
         }
     }
 
+    /// LISTEN and probe on `connection` until either fails; closes it.
+    private func serve(_ connection: PostgresConnection) async throws {
+        let lastAnswer = LastAnswer()
+        defer { Task { try? await connection.close() } }  // already closed when a probe timed out
+        try await connection.listen(on: "ledger_feed") { notifications in
+            database.markUp()
+            wakeAll()  // notifications sent while this process was not listening are not replayed
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for try await notification in notifications { self.wake(notification.payload) }
+                    throw ListenEnded()
+                }
+                group.addTask {
+                    while true {
+                        try await Task.sleep(for: .seconds(1))
+                        try await connection.query("SELECT 1", logger: self.logger)
+                        lastAnswer.instant.withLock { $0 = .now }
+                    }
+                }
+                group.addTask {
+                    // A database that hangs (no answer, no error): close the connection, which fails the probe.
+                    while true {
+                        try await Task.sleep(for: .seconds(1))
+                        if ContinuousClock.now - lastAnswer.instant.withLock({ $0 }) > self.probeTimeout + .seconds(1) {
+                            try? await connection.close()
+                            throw ProbeTimeout(seconds: self.probeTimeout)
+                        }
+                    }
+                }
+                _ = try await group.next()
+                group.cancelAll()
+            }
+        }
+    }
+
+    /// When the probe last answered.
+    final class LastAnswer: Sendable {
+        let instant = Mutex(ContinuousClock.now)
+    }
+
+    struct ListenEnded: Error, CustomStringConvertible {
+        var description: String { "the listening connection ended" }
+    }
+
+    struct ProbeTimeout: Error, CustomStringConvertible {
+        var seconds: Duration
+        var description: String { "no answer to SELECT 1 within \(seconds)" }
+    }
+
     /// `NOTIFY ledger_feed` for `user`, after the transaction that moved the feed has committed
-    /// (`POST /v1/up`: a NOTIFY inside the transaction would hold PostgreSQL's notify lock through
-    /// the commit's WAL flush and serialise all commits). Coalesced: one statement notifies every
-    /// user that moved since the last one. A notification lost here (the process dies first)
-    /// only delays a long poll by its one-second re-read.
+    /// (a NOTIFY inside the transaction would hold PostgreSQL's notify lock through the commit's
+    /// WAL flush and serialise all commits). Coalesced: one statement notifies every user that
+    /// moved since the last one. Waiters of this process are woken at once; if the NOTIFY fails
+    /// (the database went away), other processes' long polls re-read when their listening
+    /// connection comes back, or at their deadline.
     func announce(_ user: String) {
+        wake(user)
         let start = pending.withLock { p -> Bool in
             p.users.insert(user)
             if p.flushing { return false }
@@ -70,9 +129,13 @@ final class FeedNotifier: Service, Sendable {
             }
             if users.isEmpty { return }
             do {
-                for try await _ in try await client.query("SELECT pg_notify('ledger_feed', u) FROM unnest(\(users)::text[]) AS u", logger: logger) {}
+                let logger = self.logger
+                _ = try await database.withConnection { c in
+                    try await c.query("SELECT pg_notify('ledger_feed', u) FROM unnest(\(users)::text[]) AS u", logger: logger)
+                    return true
+                }
             } catch {
-                logger.warning("NOTIFY for \(users.count) users failed (their long polls re-read within a second): \(error)")
+                logger.warning("NOTIFY for \(users.count) users failed (other processes' long polls re-read when they reconnect): \(error)")
             }
         }
     }
@@ -87,8 +150,15 @@ final class FeedNotifier: Service, Sendable {
         }
     }
 
-    /// Waits until `ticket` is signaled or `timeout` passes, then forgets it.
-    func wait(_ ticket: Int, timeout: Duration) async {
+    /// Long polls of `user` open now.
+    func polls(of user: String) -> Int { waiters.withLock { $0.all.values.count { $0.user == user } } }
+
+    /// Long polls open now.
+    var openPolls: Int { waiters.withLock { $0.all.count } }
+
+    /// Waits until `ticket` is signaled (a notification, a reconnection, `clientLeft`) or
+    /// `deadline` passes, then forgets it.
+    func wait(_ ticket: Int, until deadline: ContinuousClock.Instant) async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
@@ -102,7 +172,7 @@ final class FeedNotifier: Service, Sendable {
                 }
             }
             group.addTask {
-                try? await Task.sleep(for: timeout)  // the poll's deadline, not I/O
+                try? await Task.sleep(until: deadline)  // the poll's deadline, not I/O
                 self.signal(ticket)
             }
             await group.next()
@@ -117,7 +187,9 @@ final class FeedNotifier: Service, Sendable {
 
     func wake(_ user: String) { signal { _, waiter in waiter.user == user } }
 
-    private func signal(_ ticket: Int) { signal { id, _ in id == ticket } }
+    func wakeAll() { signal { _, _ in true } }
+
+    func signal(_ ticket: Int) { signal { id, _ in id == ticket } }
 
     private func signal(_ matches: (Int, Waiter) -> Bool) {
         let resumed: [CheckedContinuation<Void, Never>] = waiters.withLock { w in

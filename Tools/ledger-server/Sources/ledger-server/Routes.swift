@@ -5,29 +5,55 @@ import InboxLedger
 import InboxLedgerSync
 import Logging
 import NIOCore
-import PostgresNIO
+import NIOHTTPTypes
+import Synchronization
+
+/// The request context: Hummingbird's, plus the connection, so a long poll can end when its
+/// client leaves.
+struct LedgerRequestContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    let channel: any Channel
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        channel = source.channel
+    }
+}
 
 /// The HTTP side: authentication, bounded bodies, validation, and JSON answers (docs/sync.md).
+/// Handlers throw ``APIError`` (an `HTTPResponseError`); ``ErrorAnswers`` turns any other error
+/// into its protocol answer.
 struct API: Sendable {
     let store: Store
     let notifier: FeedNotifier
     let signer: TokenSigner
     let maxBodyBytes: Int
+    /// Long polls one user may hold open at once (a 429 beyond: docs/sync.md, "Limits").
+    let longPollsPerUser: Int
 
-    static let maxEvents = 1000
-    static let maxPayloadBytes = 65_536
-
-    func routes(_ router: Router<BasicRequestContext>) {
-        router.get("/healthz") { _, _ in try Self.json(["ok": true]) }
-        router.post("/v1/up") { request, context in await self.answer { try await self.up(request, context) } }
-        router.get("/v1/down") { request, context in await self.answer { try await self.down(request, context) } }
-        router.post("/v1/publish") { request, context in await self.answer { try await self.publish(request, context) } }
-        router.get("/v1/state") { request, context in await self.answer { try await self.state(request, context) } }
+    func routes(_ router: Router<LedgerRequestContext>) {
+        router.add(middleware: ErrorAnswers(database: store.database))
+        router.get(RouterPath(SyncWire.Endpoint.health.rawValue)) { _, _ in try self.health() }
+        router.post(RouterPath(SyncWire.Endpoint.up.rawValue)) { request, context in try await self.up(request, context) }
+        router.get(RouterPath(SyncWire.Endpoint.down.rawValue)) { request, context in try await self.down(request, context) }
+        router.post(RouterPath(SyncWire.Endpoint.publish.rawValue)) { request, context in try await self.publish(request, context) }
+        router.get(RouterPath(SyncWire.Endpoint.state.rawValue)) { request, context in try await self.state(request, context) }
     }
 
     // MARK: - Handlers
 
-    func up(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func health() throws -> Response {
+        let database: String
+        switch store.database.health.withLock({ $0 }) {
+        case .up: database = "ok"
+        case .down(let reason): database = "unreachable at \(store.database.address): \(reason)"
+        }
+        let body = SyncWire.Health(ok: database == "ok", database: database, longPolls: notifier.openPolls,
+                                   longPollsLeft: notifier.pollsLeft.load(ordering: .relaxed))
+        return try Self.json(body, status: body.ok ? .ok : .serviceUnavailable)
+    }
+
+    func up(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let claims = try authenticate(request, scope: .device)
         let body: SyncWire.UpRequest = try await decodeBody(request, context)
         let validated = try validate(body)
@@ -36,26 +62,47 @@ struct API: Sendable {
         return try Self.json(answer)
     }
 
-    func down(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func down(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let claims = try authenticate(request, scope: .device)
         let query = request.uri.queryParameters
-        let after = try Self.number(query["after"], name: "after", default: 0, range: 0...UInt64(Int64.max))
-        let limit = Int(try Self.number(query["limit"], name: "limit", default: 500, range: 1...1000))
-        let wait = Int(try Self.number(query["wait"], name: "wait", default: 0, range: 0...30))
+        let after = try Self.number(query[Substring(SyncWire.DownQuery.after.rawValue)], name: SyncWire.DownQuery.after.rawValue,
+                                    default: 0, range: SyncWire.Limits.sequences)
+        let limit = Int(try Self.number(query[Substring(SyncWire.DownQuery.limit.rawValue)], name: SyncWire.DownQuery.limit.rawValue,
+                                        default: UInt64(SyncWire.Limits.defaultDownPageSize),
+                                        range: UInt64(SyncWire.Limits.downPageSizes.lowerBound)...UInt64(SyncWire.Limits.downPageSizes.upperBound)))
+        let wait = Int(try Self.number(query[Substring(SyncWire.DownQuery.wait.rawValue)], name: SyncWire.DownQuery.wait.rawValue, default: 0,
+                                       range: UInt64(SyncWire.Limits.longPollSeconds.lowerBound)...UInt64(SyncWire.Limits.longPollSeconds.upperBound)))
         let deadline = ContinuousClock.now + .seconds(wait)
-        while true {
+        var page = try await store.feed(user: claims.sub, after: after, limit: limit)
+        guard page.changes.isEmpty, wait > 0 else { return try Self.json(page) }
+        // A long poll: bounded per user, woken by notifications, ended by the client leaving.
+        let left = await ClientDisconnect.watch(context.channel)
+        let gone = Flag()
+        while ContinuousClock.now < deadline {
             let ticket = notifier.arm(claims.sub)  // before the read: a change in between is not missed
-            let page = try await store.feed(user: claims.sub, after: after, limit: limit)
-            let now = ContinuousClock.now
-            if !page.changes.isEmpty || now >= deadline {
+            if notifier.polls(of: claims.sub) > longPollsPerUser {
                 notifier.disarm(ticket)
-                return try Self.json(page)
+                throw APIError(.tooMany, "\(claims.sub) already holds \(longPollsPerUser) long polls open; close one first")
             }
-            await notifier.wait(ticket, timeout: min(deadline - now, .seconds(1)))
+            left?.whenComplete { _ in
+                gone.set()
+                self.notifier.signal(ticket)
+            }
+            page = try await store.feed(user: claims.sub, after: after, limit: limit)
+            if !page.changes.isEmpty {
+                notifier.disarm(ticket)
+                break
+            }
+            await notifier.wait(ticket, until: deadline)
+            if gone.isSet {
+                notifier.pollsLeft.add(1, ordering: .relaxed)
+                break  // the answer goes to nobody
+            }
         }
+        return try Self.json(page)
     }
 
-    func publish(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func publish(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let claims = try authenticate(request, scope: .publish)
         let body: SyncWire.PublishRequest = try await decodeBody(request, context)
         guard !body.messages.isEmpty || !(body.removed ?? []).isEmpty else { throw APIError.badRequest("nothing to publish") }
@@ -66,10 +113,14 @@ struct API: Sendable {
         } catch {
             throw APIError.badRequest("invalid listing: \(error)")
         }
-        return try Self.json(try await store.publish(user: claims.sub, request: body))
+        for (i, message) in body.messages.enumerated() { try Self.checkIdentifier(message.id, at: "messages[\(i)].id") }
+        for (i, id) in (body.removed ?? []).enumerated() { try Self.checkIdentifier(id, at: "removed[\(i)]") }
+        let answer = try await store.publish(user: claims.sub, request: body)
+        notifier.announce(claims.sub)  // after the commit
+        return try Self.json(answer)
     }
 
-    func state(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func state(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let claims = try authenticate(request, scope: nil)
         return try Self.json(try await store.state(user: claims.sub))
     }
@@ -91,13 +142,13 @@ struct API: Sendable {
         return claims
     }
 
-    func decodeBody<T: Decodable>(_ request: Request, _ context: BasicRequestContext) async throws -> T {
+    func decodeBody<T: Decodable>(_ request: Request, _ context: LedgerRequestContext) async throws -> T {
         var request = request
         let buffer: ByteBuffer
         do {
             buffer = try await request.collectBody(upTo: maxBodyBytes)
         } catch let error as HTTPResponseError where error.status == .contentTooLarge {
-            throw APIError(status: 413, code: "too_large", message: "the body exceeds \(maxBodyBytes) bytes")
+            throw APIError(.tooLarge, "the body exceeds \(maxBodyBytes) bytes")
         }
         do {
             return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
@@ -121,15 +172,22 @@ struct API: Sendable {
         }
     }
 
-    /// Range, order, sizes and each built-in payload, by the ledger's own decoder.
+    /// Range, order, sizes, identifiers, type names and each built-in payload, by the ledger's
+    /// own decoder: whatever passes, every device can append (docs/sync.md, "Up").
     func validate(_ body: SyncWire.UpRequest) throws -> [ValidatedEvent] {
-        guard (1...128).contains(body.ledger.utf8.count) else { throw APIError.badRequest("ledger: must be 1–128 bytes") }
-        guard body.through <= UInt64(Int64.max) else { throw APIError.badRequest("through: \(body.through) is above \(Int64.max)") }
+        let limits = SyncWire.Limits.self
+        guard limits.ledgerIDBytes.contains(body.ledger.utf8.count) else {
+            throw APIError.badRequest("ledger: must be \(limits.ledgerIDBytes.lowerBound)–\(limits.ledgerIDBytes.upperBound) bytes")
+        }
+        try Self.checkIdentifier(body.ledger, at: "ledger")
+        guard limits.sequences.contains(body.through) else { throw APIError.badRequest("through: \(body.through) is above \(Int64.max)") }
         guard body.after <= body.through else {
             throw APIError.badRequest("after (\(body.after)) must not exceed through (\(body.through))")
         }
         try validateLost(body)
-        guard body.events.count <= Self.maxEvents else { throw APIError.badRequest("events: at most \(Self.maxEvents) per request, got \(body.events.count)") }
+        guard body.events.count <= limits.eventsPerRequest else {
+            throw APIError.badRequest("events: at most \(limits.eventsPerRequest) per request, got \(body.events.count)")
+        }
         var previous = body.after
         var out: [ValidatedEvent] = []
         out.reserveCapacity(body.events.count)
@@ -139,37 +197,74 @@ struct API: Sendable {
                 throw APIError.badRequest("\(at).seq: \(event.seq) must be above \(previous) and at most through (\(body.through))")
             }
             previous = event.seq
-            guard (1...128).contains(event.type.utf8.count), event.type.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else {
-                throw APIError.badRequest("\(at).type: 1–128 bytes of printable ASCII without spaces")
+            guard limits.typeBytes.contains(event.type.utf8.count), event.type.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else {
+                throw APIError.badRequest("\(at).type: \(limits.typeBytes.lowerBound)–\(limits.typeBytes.upperBound) bytes of printable ASCII without spaces")
             }
-            if let key = event.key, !(1...256).contains(key.utf8.count) { throw APIError.badRequest("\(at).key: 1–256 bytes") }
+            if BuiltInEventType(rawValue: event.type) == nil, BuiltInEventType.isReserved(event.type) {
+                throw APIError.badRequest("\(at).type: '\(event.type)' is in a namespace reserved for built-in event types (\(BuiltInEventType.reservedNamespaces.sorted().joined(separator: ", "))) and is not one of them; no ledger appends it")
+            }
+            if let key = event.key {
+                guard limits.keyBytes.contains(key.utf8.count) else { throw APIError.badRequest("\(at).key: \(limits.keyBytes.lowerBound)–\(limits.keyBytes.upperBound) bytes") }
+                try Self.checkIdentifier(key, at: "\(at).key")
+            }
             guard (event.payload == nil) != (event.payloadBase64 == nil), let bytes = event.payloadBytes else {
                 throw APIError.badRequest("\(at): exactly one of payload or payloadBase64 (valid base64)")
             }
-            guard bytes.count <= Self.maxPayloadBytes else { throw APIError.badRequest("\(at): payload over \(Self.maxPayloadBytes) bytes") }
+            guard bytes.count <= limits.payloadBytes else { throw APIError.badRequest("\(at): payload over \(limits.payloadBytes) bytes") }
             let decoded: DomainEvent
             do {
                 decoded = try DomainEvent.decode(type: event.type, payload: bytes, index: i)
             } catch {
                 throw APIError.badRequest("\(at) (\(event.type)): \(error)")
             }
-            out.append(ValidatedEvent(wire: event, feedChanges: Self.feedChanges(of: decoded, event: event)))
+            let text = String(validating: bytes, as: UTF8.self)
+            let stored = text.flatMap { $0.utf8.contains(0) ? nil : $0 }.map { ($0, false) } ?? (Data(bytes).base64EncodedString(), true)
+            let changes = try Self.feedChanges(of: decoded, event: event, text: text, at: at)
+            out.append(ValidatedEvent(wire: event, stored: stored, feedChanges: changes))
         }
         return out
     }
 
-    /// The effect of a device event on the user's feed (docs/sync.md, "Up").
-    static func feedChanges(of decoded: DomainEvent, event: SyncWire.UpEvent) -> [FeedChange] {
+    /// `lostThrough` of an up request: above `after`, at most `through`, below every event.
+    func validateLost(_ body: SyncWire.UpRequest) throws {
+        guard let lostThrough = body.lostThrough else { return }
+        guard lostThrough > body.after, lostThrough <= body.through else {
+            throw APIError.badRequest("lostThrough (\(lostThrough)) must be above after (\(body.after)) and at most through (\(body.through))")
+        }
+        if let first = body.events.first, first.seq <= lostThrough {
+            throw APIError.badRequest("events[0].seq: \(first.seq) must be above lostThrough (\(lostThrough))")
+        }
+    }
+
+    /// 400 unless `text` is an identifier the protocol accepts (``SyncWire/identifierProblem(_:)``).
+    static func checkIdentifier(_ text: String, at field: String) throws {
+        if let problem = SyncWire.identifierProblem(text) { throw APIError.badRequest("\(field): \(String(reflecting: text)) \(problem)") }
+    }
+
+    /// The effect of a device event on the user's feed (docs/sync.md, "Up"). The feed entry
+    /// carries **the validated bytes** (`text`: the payload as UTF-8, whichever encoding the
+    /// request used), so every device appends exactly what the ledger's decoder accepted here.
+    static func feedChanges(of decoded: DomainEvent, event: SyncWire.UpEvent, text: String?, at: String) throws -> [FeedChange] {
+        func payloadText() throws -> String {
+            guard let text, !text.utf8.contains(0) else { throw APIError.badRequest("\(at): a built-in payload must be UTF-8 JSON") }
+            return text
+        }
         switch decoded {
         case .messageRead(let change):
-            return [FeedChange(type: event.type, payload: event.payload ?? "", reads: change.ids.map { ($0, change.read) })]
+            for (j, id) in change.ids.enumerated() { try checkIdentifier(id, at: "\(at).data.ids[\(j)]") }
+            return [FeedChange(type: event.type, payload: try payloadText(), reads: change.ids.map { ($0, change.read) })]
         case .messageRemoved(let removal):
-            return [FeedChange(type: event.type, payload: event.payload ?? "", removed: removal.ids)]
+            for (j, id) in removal.ids.enumerated() { try checkIdentifier(id, at: "\(at).data.ids[\(j)]") }
+            return [FeedChange(type: event.type, payload: try payloadText(), removed: removal.ids)]
         case .widgetAction(let action) where action.kind == .markRead:
-            guard let target = action.target, let payload = try? DomainEvent.messageRead(ReadChange(ids: [target], read: true)).newEvent().payload
-            else { return [] }  // validated above: markRead has a target, and this encoding cannot fail
+            guard let target = action.target else { return [] }  // validated: markRead has a target
+            try checkIdentifier(target, at: "\(at).data.target")
+            let payload: [UInt8]
+            do { payload = try DomainEvent.messageRead(ReadChange(ids: [target], read: true)).newEvent().payload } catch {
+                throw APIError.badRequest("\(at).data.target: \(error)")
+            }
             return [FeedChange(type: BuiltInEventType.messageRead.rawValue, payload: String(decoding: payload, as: UTF8.self), reads: [(target, true)])]
-        default:
+        case .inboxSynced, .widgetAction, .actionCompleted, .badgeAdjusted, .pushReceived, .custom:
             return []
         }
     }
@@ -186,29 +281,57 @@ struct API: Sendable {
 
     // MARK: - Answers
 
-    func answer(_ body: () async throws -> Response) async -> Response {
+    static func json<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok) throws -> Response {
+        Response(status: status, headers: [.contentType: "application/json"],
+                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: try JSONEncoder().encode(value))))
+    }
+}
+
+/// Every error a handler throws becomes its protocol answer: ``APIError`` as it is, database
+/// failures as ``Database/apiError(for:)`` maps them (403/409 raised by `ledger_up_v2`, 400 for
+/// a value PostgreSQL refused, 503 when it is unreachable), anything else a logged 500.
+struct ErrorAnswers<Context: RequestContext>: RouterMiddleware {
+    let database: Database
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
-            return try await body()
-        } catch let error as APIError {
-            return Self.error(error)
-        } catch let error as PostgresTransactionError where error.closureError is APIError {
-            // Thrown inside the transaction, which was rolled back: nothing written.
-            return Self.error(error.closureError as? APIError ?? APIError(status: 500, code: "internal", message: "internal error"))
+            return try await next(request, context)
+        } catch let error as HTTPResponseError where !(error is APIError) {
+            throw error  // Hummingbird's own (404, 405, …)
         } catch {
-            store.logger.error("request failed: \(error)")
-            return Self.error(APIError(status: 500, code: "internal", message: "internal error; nothing was acknowledged"))
+            if let mapped = database.apiError(for: error) { return mapped.body }
+            database.logger.error("\(request.method) \(request.uri.path) failed: \(error)")
+            return APIError(.internal, "internal error; nothing was acknowledged").body
         }
     }
+}
 
-    static func error(_ error: APIError) -> Response {
-        let body = SyncWire.ErrorBody(error: error.code, message: error.message, acked: error.acked)
-        let data = (try? JSONEncoder().encode(body)) ?? Data(#"{"error":"internal","message":"unencodable error"}"#.utf8)
-        return Response(status: .init(code: error.status), headers: [.contentType: "application/json"],
-                         body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+/// Ends a long poll when its client leaves: the connection's input closed (FIN) or the
+/// connection closed. Installed in every connection's pipeline (`buildApplication`).
+final class ClientDisconnect: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+
+    var left: EventLoopPromise<Void>?
+
+    func handlerAdded(context: ChannelHandlerContext) { left = context.eventLoop.makePromise() }
+
+    func handlerRemoved(context: ChannelHandlerContext) { left?.succeed() }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        left?.succeed()
+        context.fireChannelInactive()
     }
 
-    static func json<T: Encodable>(_ value: T) throws -> Response {
-        Response(status: .ok, headers: [.contentType: "application/json"],
-                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: try JSONEncoder().encode(value))))
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .some(.inputClosed) = event as? ChannelEvent { left?.succeed() }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    /// A future fulfilled when `channel`'s client leaves; nil without the handler.
+    static func watch(_ channel: any Channel) async -> EventLoopFuture<Void>? {
+        try? await channel.eventLoop.submit { () -> EventLoopFuture<Void>? in
+            (try? channel.pipeline.syncOperations.handler(type: ClientDisconnect.self))?.left?.futureResult
+        }.get()
     }
 }

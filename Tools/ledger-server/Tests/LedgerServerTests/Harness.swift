@@ -38,6 +38,15 @@ func waitFor(_ what: String, _ condition: () throws -> Bool) async throws {
     }
 }
 
+/// Polls an asynchronous `condition` (an answer from the server) until it holds; fails only on a hang.
+func waitForAsync(_ what: String, _ condition: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + hangGuard
+    while try await !condition() {
+        guard ContinuousClock.now < deadline else { throw HarnessError(description: "hang: waited \(hangGuard) for \(what)") }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+}
+
 /// A child process (posix_spawn; waitpid on a thread of its own) whose output is collected as
 /// it comes.
 final class Child: Sendable {
@@ -174,6 +183,28 @@ final class Harness: Sendable {
         // The whole output: a token read before its last bytes arrive would be refused (401).
         guard try await child.finished() == 0 else { throw HarnessError(description: "token: \(child.text)") }
         return child.text.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Runs `sql` with psql (the cluster's own client) and returns its output (unaligned, tuples only).
+    @discardableResult
+    func psql(_ sql: String) async throws -> String {
+        let bin = ProcessInfo.processInfo.environment["PGBIN"]
+            ?? ((try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql"))?.sorted().last.map { "/usr/lib/postgresql/\($0)/bin" } ?? "")
+        let run = try Child(bin + "/psql", ["-h", "127.0.0.1", "-p", String(databasePort), "-U", "ledger", "-d", "ledger",
+                                            "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        guard try await run.finished() == 0 else { throw HarnessError(description: "psql \(sql): \(run.text)") }
+        return run.text.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Stops the database (an outage); ``restartDatabase()`` brings it back on its port.
+    func stopDatabase() async throws {
+        let stop = try Child("/bin/bash", [repositoryRoot + "/scripts/sync-postgres.sh", "stop", directory + "/pg"])
+        guard try await stop.exitStatus() == 0 else { throw HarnessError(description: "stopping PostgreSQL: \(stop.text)") }
+    }
+
+    func restartDatabase() async throws {
+        let start = try Child("/bin/bash", [repositoryRoot + "/scripts/sync-postgres.sh", "restart", directory + "/pg", "fsync=off"])
+        guard try await start.exitStatus() == 0 else { throw HarnessError(description: "restarting PostgreSQL: \(start.text)") }
     }
 
     func stop() async {

@@ -1,0 +1,293 @@
+import Crypto
+import Foundation
+import Logging
+import PostgresNIO
+
+/// One schema migration: a number, a name and its statements, run once in one transaction.
+struct Migration: Sendable {
+    let version: Int
+    let name: String
+    let statements: [String]
+
+    init(_ version: Int, _ name: String, _ statements: [String]) {
+        self.version = version
+        self.name = name
+        self.statements = statements
+    }
+
+    /// SHA-256 of the statements: recorded when the migration is applied, compared at every
+    /// start, so an edited migration is refused (migrations are append-only).
+    var checksum: String {
+        SHA256.hash(data: Data(statements.joined(separator: "\n;\n").utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+/// The schema, in order: **append-only** — a change is a new migration at the end, never an edit
+/// of one that shipped (its checksum is recorded where it ran). Every migration keeps the
+/// previous release working on the new schema (add, never drop or rename in the same
+/// release), so a rolling deploy runs old and new processes on one database
+/// (docs/operations.md, "Upgrading the sync server"). Each runs once, in one transaction, under
+/// an advisory lock so that server processes starting together do not race; a server that finds
+/// a migration it does not know (a newer release applied it) or one that differs from its own
+/// refuses to start.
+enum Migrations {
+    static let all: [Migration] = [
+        Migration(1, "tables", [
+            "CREATE TABLE users (user_id text PRIMARY KEY, feed_head bigint NOT NULL DEFAULT 0)",
+            """
+            CREATE TABLE ledgers (ledger_id text PRIMARY KEY, user_id text NOT NULL, acked bigint NOT NULL DEFAULT 0,
+                                  created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now())
+            """,
+            """
+            CREATE TABLE device_events (ledger_id text NOT NULL, seq bigint NOT NULL, user_id text NOT NULL, type text NOT NULL,
+                                        key text, time_micros bigint NOT NULL, payload text NOT NULL, payload_is_base64 boolean NOT NULL,
+                                        received_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (ledger_id, seq))
+            """,
+            "CREATE INDEX device_events_user ON device_events (user_id)",
+            """
+            CREATE TABLE feed (user_id text NOT NULL, seq bigint NOT NULL, type text NOT NULL, payload text NOT NULL,
+                               origin_ledger text, created_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (user_id, seq))
+            """,
+            """
+            CREATE TABLE messages (user_id text NOT NULL, message_id text NOT NULL, read boolean, removed boolean NOT NULL DEFAULT false,
+                                   listing text, PRIMARY KEY (user_id, message_id))
+            """,
+        ]),
+        // The whole of `POST /v1/up` in one statement, so a batch costs one round trip and one
+        // commit instead of nine (docs/sync.md, "Performance"). Called outside any explicit
+        // transaction, the function runs in the statement's own transaction: the deduplication
+        // record and the effect commit together, and a refusal (RAISE) rolls everything back —
+        // including the `updated_at` touch — so nothing is written on a 4xx. It does not NOTIFY: a
+        // transaction that notifies holds a database-wide lock through its commit's WAL flush, which
+        // serialised every batch's commit (no group commit); the server notifies after the commit
+        // instead (FeedNotifier.announce).
+        Migration(2, "ledger_up", [
+            """
+            CREATE FUNCTION ledger_up(p_ledger text, p_user text, p_after bigint, p_through bigint,
+                e_seq bigint[], e_type text[], e_key text[], e_time bigint[], e_payload text[], e_base64 boolean[],
+                f_event bigint[], f_type text[], f_payload text[],
+                r_event bigint[], r_id text[], r_read boolean[],
+                x_event bigint[], x_id text[])
+            RETURNS TABLE (out_acked bigint, out_applied bigint, out_changes bigint) LANGUAGE plpgsql AS $fn$
+            DECLARE
+                v_owner text; v_acked bigint; v_applied bigint; v_changes bigint; v_head bigint;
+            BEGIN
+                -- Creates the ledger's row bound to this user, or locks the existing one: the lock
+                -- serialises this ledger's batches, so every event above acked is new.
+                INSERT INTO ledgers AS l (ledger_id, user_id) VALUES (p_ledger, p_user)
+                ON CONFLICT (ledger_id) DO UPDATE SET updated_at = now() RETURNING l.user_id, l.acked INTO v_owner, v_acked;
+                IF v_owner <> p_user THEN
+                    RAISE EXCEPTION USING ERRCODE = 'LG403', MESSAGE = 'ledger ' || p_ledger || ' belongs to another user';
+                END IF;
+                IF p_after > v_acked THEN
+                    RAISE EXCEPTION USING ERRCODE = 'LG409', DETAIL = v_acked::text,
+                        MESSAGE = 'the batch starts after ' || p_after || ' but the server holds this ledger only through ' || v_acked;
+                END IF;
+                -- The deduplication record (a key already present is a bug: unique_violation, rolled back).
+                INSERT INTO device_events (ledger_id, seq, user_id, type, key, time_micros, payload, payload_is_base64)
+                SELECT p_ledger, s, p_user, t, NULLIF(k, ''), tm, p, b
+                FROM unnest(e_seq, e_type, e_key, e_time, e_payload, e_base64) AS u(s, t, k, tm, p, b) WHERE s > v_acked;
+                GET DIAGNOSTICS v_applied = ROW_COUNT;
+                -- The effect: dense feed numbers reserved at once under the user row's lock, in event order.
+                SELECT count(*) INTO v_changes FROM unnest(f_event) AS f(s) WHERE s > v_acked;
+                IF v_changes > 0 THEN
+                    INSERT INTO users AS u (user_id, feed_head) VALUES (p_user, v_changes)
+                    ON CONFLICT (user_id) DO UPDATE SET feed_head = u.feed_head + EXCLUDED.feed_head RETURNING u.feed_head INTO v_head;
+                    INSERT INTO feed (user_id, seq, type, payload, origin_ledger)
+                    SELECT p_user, v_head - v_changes + row_number() OVER (ORDER BY o), t, p, p_ledger
+                    FROM unnest(f_event, f_type, f_payload) WITH ORDINALITY AS f(s, t, p, o) WHERE s > v_acked;
+                    -- The server's state: the last read flag per message, removals (an upsert touches a row once).
+                    INSERT INTO messages (user_id, message_id, read)
+                    SELECT DISTINCT ON (i) p_user, i, r FROM unnest(r_event, r_id, r_read) WITH ORDINALITY AS x(s, i, r, o)
+                    WHERE s > v_acked ORDER BY i, o DESC
+                    ON CONFLICT (user_id, message_id) DO UPDATE SET read = EXCLUDED.read;
+                    INSERT INTO messages (user_id, message_id, removed)
+                    SELECT DISTINCT p_user, i, true FROM unnest(x_event, x_id) AS x(s, i) WHERE s > v_acked
+                    ON CONFLICT (user_id, message_id) DO UPDATE SET removed = true;
+                END IF;
+                UPDATE ledgers SET acked = greatest(acked, p_through) WHERE ledger_id = p_ledger RETURNING acked INTO v_acked;
+                RETURN QUERY SELECT v_acked, v_applied, coalesce(v_changes, 0);
+            END
+            $fn$
+            """,
+        ]),
+        // Sequences each device declared lost before sending them (docs/sync.md, "Up").
+        Migration(3, "ledgers.lost", ["ALTER TABLE ledgers ADD COLUMN lost bigint NOT NULL DEFAULT 0"]),
+        // Restored and copied ledgers (docs/sync.md, "Failure modes"): a sequence at or below
+        // `acked` is a duplicate only if the server holds the same event there (type, key, time,
+        // payload); another event replaces the held one, which moves to device_events_replaced,
+        // and is applied. And one implementation of "append to the feed and apply the message
+        // state" for both the up batch and a publish (ledger_feed_append). `ledger_up` stays for
+        // the previous release during a rolling deploy.
+        Migration(4, "content-dedup, ledger_feed_append, ledger_up_v2", [
+            """
+            CREATE TABLE device_events_replaced (ledger_id text NOT NULL, seq bigint NOT NULL, user_id text NOT NULL, type text NOT NULL,
+                key text, time_micros bigint NOT NULL, payload text NOT NULL, payload_is_base64 boolean NOT NULL,
+                received_at timestamptz NOT NULL, replaced_at timestamptz NOT NULL DEFAULT now())
+            """,
+            "CREATE INDEX device_events_replaced_seq ON device_events_replaced (ledger_id, seq)",
+            "CREATE INDEX device_events_replaced_user ON device_events_replaced (user_id)",
+            "ALTER TABLE ledgers ADD COLUMN reused bigint NOT NULL DEFAULT 0",
+            """
+            CREATE FUNCTION ledger_feed_append(p_user text, p_origin text, f_type text[], f_payload text[],
+                r_id text[], r_read boolean[], x_id text[], l_id text[], l_listing text[])
+            RETURNS bigint LANGUAGE plpgsql AS $fn$
+            DECLARE
+                v_n bigint := coalesce(cardinality(f_type), 0); v_head bigint;
+            BEGIN
+                IF v_n = 0 THEN RETURN 0; END IF;
+                -- Dense feed numbers reserved at once under the user row's lock, in order.
+                INSERT INTO users AS u (user_id, feed_head) VALUES (p_user, v_n)
+                ON CONFLICT (user_id) DO UPDATE SET feed_head = u.feed_head + EXCLUDED.feed_head RETURNING u.feed_head INTO v_head;
+                INSERT INTO feed (user_id, seq, type, payload, origin_ledger)
+                SELECT p_user, v_head - v_n + o, t, p, p_origin FROM unnest(f_type, f_payload) WITH ORDINALITY AS f(t, p, o);
+                -- The server's state: the last read flag per message, removals, listings (an upsert touches a row once).
+                INSERT INTO messages (user_id, message_id, read)
+                SELECT DISTINCT ON (i) p_user, i, r FROM unnest(r_id, r_read) WITH ORDINALITY AS x(i, r, o) ORDER BY i, o DESC
+                ON CONFLICT (user_id, message_id) DO UPDATE SET read = EXCLUDED.read;
+                INSERT INTO messages (user_id, message_id, removed)
+                SELECT DISTINCT p_user, i, true FROM unnest(x_id) AS x(i)
+                ON CONFLICT (user_id, message_id) DO UPDATE SET removed = true;
+                INSERT INTO messages (user_id, message_id, listing, removed)
+                SELECT DISTINCT ON (i) p_user, i, l, false FROM unnest(l_id, l_listing) WITH ORDINALITY AS x(i, l, o) ORDER BY i, o DESC
+                ON CONFLICT (user_id, message_id) DO UPDATE SET listing = EXCLUDED.listing, removed = false;
+                RETURN v_n;
+            END
+            $fn$
+            """,
+            """
+            CREATE FUNCTION ledger_up_v2(p_ledger text, p_user text, p_after bigint, p_through bigint, p_lost_through bigint,
+                e_seq bigint[], e_type text[], e_key text[], e_time bigint[], e_payload text[], e_base64 boolean[],
+                f_event bigint[], f_type text[], f_payload text[],
+                r_event bigint[], r_id text[], r_read boolean[],
+                x_event bigint[], x_id text[])
+            RETURNS TABLE (out_acked bigint, out_applied bigint, out_changes bigint, out_reused bigint, out_lost bigint)
+            LANGUAGE plpgsql AS $fn$
+            DECLARE
+                v_owner text; v_acked bigint; v_applied bigint; v_changes bigint;
+                v_fresh bigint[] := '{}'; v_reused bigint := 0; v_lost bigint := 0;
+            BEGIN
+                -- Creates the ledger's row bound to this user, or locks the existing one: the lock
+                -- serialises this ledger's batches.
+                INSERT INTO ledgers AS l (ledger_id, user_id) VALUES (p_ledger, p_user)
+                ON CONFLICT (ledger_id) DO UPDATE SET updated_at = now() RETURNING l.user_id, l.acked INTO v_owner, v_acked;
+                IF v_owner <> p_user THEN
+                    RAISE EXCEPTION USING ERRCODE = 'LG403', MESSAGE = 'ledger ' || p_ledger || ' belongs to another user';
+                END IF;
+                IF p_after > v_acked THEN
+                    RAISE EXCEPTION USING ERRCODE = 'LG409', DETAIL = v_acked::text,
+                        MESSAGE = 'the batch starts after ' || p_after || ' but the server holds this ledger only through ' || v_acked;
+                END IF;
+                -- Sequences the device lost before sending them (its compaction trimmed them): those not held.
+                IF p_lost_through IS NOT NULL AND p_lost_through > v_acked THEN
+                    v_lost := p_lost_through - v_acked;
+                    UPDATE ledgers SET lost = lost + v_lost WHERE ledger_id = p_ledger;
+                END IF;
+                -- At or below acked an event is a duplicate only if the server holds the same event
+                -- there (or held it before a replacement); another one is new: a restored or copied
+                -- ledger reusing the sequence. What was held there moves aside.
+                IF EXISTS (SELECT 1 FROM unnest(e_seq) AS s WHERE s <= v_acked) THEN
+                    v_fresh := ARRAY(
+                        SELECT u.s FROM unnest(e_seq, e_type, e_key, e_time, e_payload, e_base64) AS u(s, t, k, tm, p, b)
+                        WHERE u.s <= v_acked
+                          AND NOT EXISTS (SELECT 1 FROM device_events d WHERE d.ledger_id = p_ledger AND d.seq = u.s AND d.type = u.t
+                                AND d.key IS NOT DISTINCT FROM NULLIF(u.k, '') AND d.time_micros = u.tm AND d.payload = u.p AND d.payload_is_base64 = u.b)
+                          AND NOT EXISTS (SELECT 1 FROM device_events_replaced d WHERE d.ledger_id = p_ledger AND d.seq = u.s AND d.type = u.t
+                                AND d.key IS NOT DISTINCT FROM NULLIF(u.k, '') AND d.time_micros = u.tm AND d.payload = u.p AND d.payload_is_base64 = u.b));
+                    v_reused := cardinality(v_fresh);
+                    IF v_reused > 0 THEN
+                        WITH moved AS (DELETE FROM device_events WHERE ledger_id = p_ledger AND seq = ANY (v_fresh) RETURNING *)
+                        INSERT INTO device_events_replaced (ledger_id, seq, user_id, type, key, time_micros, payload, payload_is_base64, received_at)
+                        SELECT ledger_id, seq, user_id, type, key, time_micros, payload, payload_is_base64, received_at FROM moved;
+                        UPDATE ledgers SET reused = reused + v_reused WHERE ledger_id = p_ledger;
+                    END IF;
+                END IF;
+                -- The deduplication record.
+                INSERT INTO device_events (ledger_id, seq, user_id, type, key, time_micros, payload, payload_is_base64)
+                SELECT p_ledger, s, p_user, t, NULLIF(k, ''), tm, p, b
+                FROM unnest(e_seq, e_type, e_key, e_time, e_payload, e_base64) AS u(s, t, k, tm, p, b) WHERE s > v_acked OR s = ANY (v_fresh);
+                GET DIAGNOSTICS v_applied = ROW_COUNT;
+                -- The effect, of the new events only.
+                IF NOT EXISTS (SELECT 1 FROM unnest(e_seq) AS s WHERE s <= v_acked) THEN
+                    v_changes := ledger_feed_append(p_user, p_ledger, f_type, f_payload, r_id, r_read, x_id, '{}', '{}');
+                ELSE
+                    v_changes := ledger_feed_append(p_user, p_ledger,
+                        ARRAY(SELECT t FROM unnest(f_event, f_type) WITH ORDINALITY AS f(s, t, o) WHERE s > v_acked OR s = ANY (v_fresh) ORDER BY o),
+                        ARRAY(SELECT p FROM unnest(f_event, f_payload) WITH ORDINALITY AS f(s, p, o) WHERE s > v_acked OR s = ANY (v_fresh) ORDER BY o),
+                        ARRAY(SELECT i FROM unnest(r_event, r_id) WITH ORDINALITY AS x(s, i, o) WHERE s > v_acked OR s = ANY (v_fresh) ORDER BY o),
+                        ARRAY(SELECT r FROM unnest(r_event, r_read) WITH ORDINALITY AS x(s, r, o) WHERE s > v_acked OR s = ANY (v_fresh) ORDER BY o),
+                        ARRAY(SELECT i FROM unnest(x_event, x_id) WITH ORDINALITY AS x(s, i, o) WHERE s > v_acked OR s = ANY (v_fresh) ORDER BY o),
+                        '{}', '{}');
+                END IF;
+                UPDATE ledgers SET acked = greatest(acked, p_through) WHERE ledger_id = p_ledger RETURNING acked INTO v_acked;
+                RETURN QUERY SELECT v_acked, v_applied, v_changes, v_reused, v_lost;
+            END
+            $fn$
+            """,
+        ]),
+    ]
+
+    /// The advisory lock every starting server takes around the check and the migrations.
+    static let lockKey: Int64 = 7_231_923
+
+    /// Checks the applied migrations against ``all`` and applies the missing ones, on `c` (a
+    /// connection of its own, before the server listens). Throws a ``StartupError`` naming the
+    /// migration when the database ran one this binary does not know (a newer release) or one
+    /// that differs from this binary's (an edited migration).
+    static func run(on c: PostgresConnection, logger: Logger) async throws {
+        try await c.query("BEGIN", logger: logger)
+        do {
+            try await c.query("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)
+            try await c.query(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+                logger: logger)
+            try await c.query("ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS name text", logger: logger)
+            try await c.query("ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum text", logger: logger)
+            var applied: [Int: (name: String?, checksum: String?)] = [:]
+            for try await (version, name, checksum) in try await c.query(
+                "SELECT version, name, checksum FROM schema_migrations", logger: logger).decode((Int, String?, String?).self) {
+                applied[version] = (name, checksum)
+            }
+            try check(applied: applied)
+            for migration in all {
+                if let record = applied[migration.version] {
+                    if record.checksum == nil {
+                        // Applied by a release before migrations were named: record what it was.
+                        try await c.query("UPDATE schema_migrations SET name = \(migration.name), checksum = \(migration.checksum) WHERE version = \(migration.version)", logger: logger)
+                    }
+                    continue
+                }
+                for statement in migration.statements { try await c.query(PostgresQuery(unsafeSQL: statement), logger: logger) }
+                try await c.query(
+                    "INSERT INTO schema_migrations (version, name, checksum) VALUES (\(migration.version), \(migration.name), \(migration.checksum))",
+                    logger: logger)
+                logger.notice("applied schema migration \(migration.version) (\(migration.name))")
+            }
+            try await c.query("COMMIT", logger: logger)
+        } catch {
+            _ = try? await c.query("ROLLBACK", logger: logger)  // the connection is closed next anyway
+            throw error
+        }
+    }
+
+    /// The consistency rule: every applied migration is one of ``all``, with the same checksum.
+    static func check(applied: [Int: (name: String?, checksum: String?)]) throws {
+        let known = Dictionary(uniqueKeysWithValues: all.map { ($0.version, $0) })
+        for (version, record) in applied.sorted(by: { $0.key < $1.key }) {
+            guard let migration = known[version] else {
+                throw StartupError(description: """
+                    the database has schema migration \(version) (\(record.name ?? "unnamed")), which this ledger-server does not know: \
+                    a newer release applied it. Run that release or a later one (docs/operations.md, "Upgrading the sync server"); \
+                    this one knows migrations 1–\(all.last?.version ?? 0)
+                    """)
+            }
+            if let checksum = record.checksum, checksum != migration.checksum {
+                throw StartupError(description: """
+                    schema migration \(version) (\(migration.name)) differs from the one the database applied \
+                    (checksum \(checksum.prefix(12)) there, \(migration.checksum.prefix(12)) here): migrations are append-only, \
+                    a change is a new migration
+                    """)
+            }
+        }
+    }
+}
