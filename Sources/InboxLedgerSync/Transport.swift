@@ -149,7 +149,13 @@ extension NetworkFailure {
         case .networkConnectionLost:
             self.init(.connectionLost, "connection lost: \(address) closed the connection before answering \(what)")
         default:
-            self.init(.other, "\(what) to \(address) failed: \(detail) (URLError \(code.rawValue))")
+            // FoundationNetworking on Linux reports libcurl's TLS failures as code -1, in OpenSSL's words.
+            let lowered = detail.lowercased()
+            if lowered.contains("ssl") || lowered.contains("tls") || lowered.contains("certificate") {
+                self.init(.tls, "TLS: the secure connection to \(address) failed: \(detail)")
+            } else {
+                self.init(.other, "\(what) to \(address) failed: \(detail) (URLError \(code.rawValue))")
+            }
         }
     }
 
