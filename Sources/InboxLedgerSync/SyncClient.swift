@@ -2,76 +2,6 @@ import Foundation
 import InboxLedger
 import Synchronization
 
-/// What a ``SyncClient`` shares and where it keeps its down cursor.
-///
-/// ```swift
-/// var configuration = SyncConfiguration(server: server, token: token, stateFile: container + "/inbox.sync-state")
-/// configuration.sharedTypes.insert("com.example.note-saved")
-/// ```
-public struct SyncConfiguration: Sendable {
-    /// The built-in types a device shares: read state, removals, widget actions, completions.
-    public static let defaultSharedTypes: Set<String> = [
-        BuiltInEventType.messageRead.rawValue, BuiltInEventType.messageRemoved.rawValue,
-        BuiltInEventType.widgetAction.rawValue, BuiltInEventType.actionCompleted.rawValue,
-    ]
-
-    /// The server's base URL.
-    public var server: URL
-    /// The device's bearer token (docs/sync.md, "Authentication").
-    public var token: String
-    /// The file holding the down cursor (outside the ledger's directory, which holds only the
-    /// ledger's own files). Losing it only costs a replay (docs/sync.md, "Failure modes").
-    public var stateFile: String
-    /// The event types sent up: ``defaultSharedTypes`` plus the custom types the app marks.
-    public var sharedTypes: Set<String>
-    /// The relay consumer's name.
-    public var consumerName = "sync-relay"
-    /// Events the relay reads per up batch (1–1000).
-    public var batchSize = 500
-    /// The most bytes one up request may take (its JSON body, bounded from above): a batch
-    /// is sent in parts below it, each with at least one event. Keep it below the server's
-    /// body limit (`ledger-server serve --max-body`, 1 MiB by default); a 413 still halves the
-    /// part and retries. At least 64 KiB.
-    public var maxBatchBytes = 512 * 1024
-    /// How often the running client renews the relay consumer's lease (idle or offline), so
-    /// compaction does not trim events it has not sent. Keep it well below the compaction
-    /// policy's `consumerLeaseSeconds` (docs/operations.md, "Compaction").
-    public var leaseRenewal: Duration = .seconds(60)
-    /// Feed entries per down request (1–1000).
-    public var downPageSize = 500
-    /// How long a down request waits on the server for a change (0–30 s).
-    public var longPollSeconds = 25
-    /// The first retry's delay after a network or server failure; it doubles up to ``maxBackoff``.
-    public var initialBackoff: Duration = .milliseconds(200)
-    /// The longest delay between retries (and the delay after a refusal).
-    public var maxBackoff: Duration = .seconds(30)
-
-    /// Sync with `server` using `token`, keeping the down cursor in `stateFile`, sharing the
-    /// default types plus `sharedCustomTypes`.
-    public init(server: URL, token: String, stateFile: String, sharedCustomTypes: Set<String> = []) {
-        self.server = server
-        self.token = token
-        self.stateFile = stateFile
-        self.sharedTypes = Self.defaultSharedTypes.union(sharedCustomTypes)
-    }
-}
-
-/// What one ``SyncClient/syncOnce()`` did.
-public struct SyncReport: Hashable, Sendable {
-    /// Shared events the server acknowledged (applied now or held already).
-    public var sent = 0
-    /// Of those, events the server already held (a resend).
-    public var duplicates = 0
-    /// Feed entries appended (replays included).
-    public var received = 0
-    /// The relay consumer's cursor afterwards.
-    public var upCursor: UInt64 = 0
-    /// The down cursor afterwards.
-    public var downCursor: UInt64 = 0
-    /// Events trimmed before they were sent, declared lost to the server (docs/sync.md, "Up").
-    public var eventsLost: UInt64 = 0
-}
-
 /// The device side of sync (docs/sync.md): sends the ledger's shared events to the server
 /// exactly once and appends the user's change feed, in the host app.
 ///
@@ -79,14 +9,18 @@ public struct SyncReport: Hashable, Sendable {
 /// let client = try SyncClient(ledger: ledger, configuration: SyncConfiguration(
 ///     server: server, token: token, stateFile: container + "/inbox.sync-state"))
 /// let loops = Task { await client.run() }          // until cancelled; survives suspension
-/// for await status in client.statusUpdates() { print(status.phase, status.upLag, status.downLag) }
+/// for await status in client.statusUpdates() { print(status.phase, status.upLag, status.downLag ?? 0) }
 /// loops.cancel()
 /// ```
 ///
-/// Up, the relay consumer's cursor is committed only after the server acknowledged the batch;
-/// down, each feed entry is appended under the key `sync-down-<user>-<seq>`, so a replay changes
-/// nothing. Network and server failures are retried with exponential backoff; the ledger's
-/// transient conditions (``Ledger/suspend(waitingUpTo:)``, a busy writer) are waited through.
+/// An app calls ``enterForeground()``, ``enterBackground()`` and ``backgroundRefresh()`` at its
+/// three moments instead (docs/sync.md, "In an app"). Up, the relay consumer's cursor is
+/// committed only after the server acknowledged the batch; down, each feed entry is appended
+/// under the key `sync-down-<user>-<seq>`, so a replay changes nothing. The logic of each
+/// direction is a pure state machine (``UpStateMachine``, ``DownStateMachine``) with one retry
+/// policy (``RetryPolicy``); this class performs their actions and derives ``SyncStatus`` from
+/// them. The ledger's transient conditions (``Ledger/suspend(waitingUpTo:)``, a busy writer)
+/// are waited through. A client may run any number of times, one run after another.
 public final class SyncClient: Sendable {
     /// The device's ledger.
     public let ledger: Ledger
@@ -95,15 +29,30 @@ public final class SyncClient: Sendable {
     let transport: any SyncTransport
     let relay: Consumer
     let shared: Mutex<Shared>
+    let lifecycle = Mutex(Lifecycle())
 
     struct Shared: Sendable {
-        var status = SyncStatus()
+        var status: SyncStatus
+        var coalescer: StatusCoalescer
         var observers: [Int: AsyncStream<SyncStatus>.Continuation] = [:]
         var nextObserver = 0
+        /// When a held-back status is due (a flush task sleeps until then).
+        var wake: ContinuousClock.Instant?
         var user: String?
         var downCursor: UInt64 = 0
         /// The highest lost sequence counted in ``SyncStatus/eventsLost`` (no double count).
         var lostCountedThrough: UInt64 = 0
+        /// The run (``SyncClient/run()`` or ``SyncClient/syncOnce()``) whose machines the status shows.
+        var session = 0
+        /// The token in use, and a refresh in flight (both directions share it).
+        var token: String
+        var tokenRefresh: Task<String, any Error>?
+
+        init(status: SyncStatus, token: String) {
+            self.status = status
+            coalescer = StatusCoalescer(initial: status)
+            self.token = token
+        }
     }
 
     struct StateFile: Codable {
@@ -115,34 +64,45 @@ public final class SyncClient: Sendable {
     }
 
     /// A client for `ledger`: registers the relay consumer (durably, from the first retained
-    /// event, if it is new) and reads the down cursor from the state file. `transport`
-    /// defaults to ``HTTPSyncTransport`` to `configuration.server`.
+    /// event, if it is new), reads the down cursor from the state file, and reads the events
+    /// pending in the ledger (its first status: ``SyncStatus/upLag``; the down lag is unknown
+    /// until the server's first answer). `transport` defaults to ``HTTPSyncTransport`` to
+    /// `configuration.server`.
     public init(ledger: Ledger, configuration: SyncConfiguration, transport: (any SyncTransport)? = nil) throws(SyncError) {
-        guard (1...1000).contains(configuration.batchSize), (1...1000).contains(configuration.downPageSize),
-              (0...30).contains(configuration.longPollSeconds), configuration.maxBatchBytes >= 65_536,
-              configuration.leaseRenewal > .zero else {
-            throw .rejected(status: 0, code: "configuration", message: "batchSize and downPageSize must be 1–1000, longPollSeconds 0–30, maxBatchBytes at least 65536, leaseRenewal positive")
+        guard (1...SyncWire.Limits.eventsPerRequest).contains(configuration.batchSize), SyncWire.Limits.downPageSizes.contains(configuration.downPageSize),
+              SyncWire.Limits.longPollSeconds.contains(configuration.longPollSeconds), configuration.maxBatchBytes >= 65_536,
+              configuration.leaseRenewal > .zero, configuration.timeoutSeconds > 0 else {
+            throw .rejected(status: 0, code: "configuration", message: "batchSize and downPageSize must be 1–1000, longPollSeconds 0–30, maxBatchBytes at least 65536, leaseRenewal and timeoutSeconds positive")
         }
         self.ledger = ledger
         self.configuration = configuration
-        self.transport = transport ?? HTTPSyncTransport(server: configuration.server, token: configuration.token)
+        self.transport = transport ?? HTTPSyncTransport(server: configuration.server, token: configuration.token, timeoutSeconds: configuration.timeoutSeconds)
         // From sequence 0: on a ledger already compacted, the first batch declares the trimmed
         // prefix lost to the server instead of starting past it (which the server, holding
         // nothing of this ledger, would answer with a gap).
-        do { relay = try ledger.consumer(named: configuration.consumerName, startingAt: .origin) } catch { throw .ledger(error) }
-        var initial = Shared()
-        if let saved = try Self.readState(configuration.stateFile) {
-            initial.user = saved.user
-            initial.downCursor = try Self.downCursorHeld(by: ledger, saved: saved)
-            initial.status.downCursor = initial.downCursor
+        var status = SyncStatus()
+        do {
+            relay = try ledger.consumer(named: configuration.consumerName, startingAt: .origin)
+            status.upCursor = try relay.cursor()
+            let head = try ledger.headSequence()
+            status.upLag = head > status.upCursor ? head - status.upCursor : 0
+        } catch {
+            throw .ledger(error)
         }
+        let saved = try Self.readState(configuration.stateFile)
+        status.downCursor = try saved.map { saved throws(SyncError) in try Self.downCursorHeld(by: ledger, saved: saved) } ?? 0
+        var initial = Shared(status: status, token: configuration.token)
+        initial.user = saved?.user
+        initial.downCursor = status.downCursor
         shared = Mutex(initial)
     }
 
     // MARK: - Observation
 
-    /// The status now, then every change, until the iterating task is cancelled. Slow readers
-    /// get the latest status, never a backlog (like ``Ledger/widgetListUpdates(limit:)``).
+    /// The status now, then its changes, coalesced, until the iterating task is cancelled: a
+    /// change of phase or error at once (except `syncing → idle`, shown once the direction has
+    /// stayed idle for 1 s), counters at most 4 times a second, the last state always
+    /// (``StatusCoalescer``). Slow readers get the latest status, never a backlog.
     ///
     /// ```swift
     /// for await status in client.statusUpdates() { label = "\(status.phase) · \(status.upLag) to send" }
@@ -153,7 +113,7 @@ public final class SyncClient: Sendable {
                 let id = s.nextObserver
                 s.nextObserver += 1
                 s.observers[id] = continuation
-                continuation.yield(s.status)
+                continuation.yield(s.coalescer.published)
                 return id
             }
             continuation.onTermination = { [weak self] _ in
@@ -162,145 +122,182 @@ public final class SyncClient: Sendable {
         }
     }
 
-    /// The status now.
+    /// The status now, exactly (not coalesced).
     public var status: SyncStatus { shared.withLock { $0.status } }
 
-    func update(_ change: (inout SyncStatus) -> Void) {
+    /// Changes the status — only if `session` is the current run's, when given — and offers it
+    /// to the coalescer.
+    func update(session: Int? = nil, _ change: (inout SyncStatus) -> Void) {
         shared.withLock { s in
-            let before = s.status
+            guard session.map({ $0 == s.session }) ?? true else { return }
             change(&s.status)
-            if s.status != before { for observer in s.observers.values { observer.yield(s.status) } }
+            offer(&s)
+        }
+    }
+
+    /// Delivers what the coalescer lets through now, and schedules a flush for what it holds back.
+    func offer(_ s: inout Shared) {
+        let decision = s.coalescer.offer(s.status, at: .now)
+        if let status = decision.deliver { for observer in s.observers.values { observer.yield(status) } }
+        guard let wake = decision.wakeAt, s.wake.map({ wake < $0 }) ?? true else { return }
+        s.wake = wake
+        Task { [weak self] in
+            _ = await Self.pause(until: wake)
+            self?.shared.withLock { s in
+                if let due = s.wake, due <= .now { s.wake = nil }
+                self?.offer(&s)
+            }
         }
     }
 
     // MARK: - Running
 
-    /// Runs the up and down loops until the task is cancelled: sends each new batch of shared
-    /// events as it is appended (by any process), and long-polls the feed. Failures are
-    /// reported through ``statusUpdates()`` and retried; it returns only when cancelled.
+    /// Runs the up and down directions until the task is cancelled: sends each new batch of
+    /// shared events as it is appended (by any process), and long-polls the feed. Failures are
+    /// reported through ``statusUpdates()`` and retried as ``RetryPolicy`` says; a direction
+    /// the policy stops (a 4xx, a gap, a 401 the token provider could not fix) stays `failed`
+    /// while the other goes on. Returns only when cancelled, leaving both directions `stopped`
+    /// (or `failed`): cancelling is never a failure. Call it again for the next run.
     public func run() async {
+        let session = beginSession()
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.upLoop() }
-            group.addTask { await self.downLoop() }
+            group.addTask { _ = await self.driveUp(.continuous, session: session) }
+            group.addTask { _ = await self.driveDown(.continuous, session: session) }
             group.addTask { await self.leaseLoop() }
         }
-        update { $0.up.phase = .idle; $0.down.phase = .idle }
     }
 
     /// Sends every pending batch, then applies every feed entry available now, once, without
-    /// retrying (transient ledger conditions are still waited through), then sends once more
-    /// if the feed brought anything (an empty batch that moves the relay past the feed's own
-    /// events, so no lag is left). What `ledger sync` without `--watch` does. Events trimmed
-    /// before they were sent are declared lost to the server and counted in
-    /// ``SyncReport/eventsLost`` (docs/sync.md, "Up"); they do not stop the sync.
+    /// retrying (transient ledger conditions are still waited through; a 401 asks the token
+    /// provider once), then sends once more if the feed brought anything (an empty batch that
+    /// moves the relay past the feed's own events, so no lag is left). What `ledger sync`
+    /// without `--watch` does. Events trimmed before they were sent are declared lost to the
+    /// server and counted in ``SyncReport/eventsLost`` (docs/sync.md, "Up"); they do not stop
+    /// the sync.
     ///
-    /// Throws the first ``SyncError`` (nothing is lost: run it again): `.network`/`.server`
-    /// (unreachable, 5xx), `.unauthorized`/`.forbidden` (401/403), `.rejected` (400, or a 413
-    /// for a single event), `.gap` (the server lost acknowledged data), `.protocolViolation`,
-    /// `.ledger`, `.stateFile`, `.cancelled`.
+    /// Throws the first ``SyncError`` (nothing is lost: run it again); a cancelled task throws
+    /// ``SyncError/cancelled`` at once and leaves the status `stopped`, not `failed`.
     ///
     /// ```swift
     /// let report = try await client.syncOnce()
     /// print("sent \(report.sent), received \(report.received)")
     /// ```
     public func syncOnce() async throws(SyncError) -> SyncReport {
+        let session = beginSession()
         var report = SyncReport()
-        try await sendPending(into: &report)
-        update { $0.down.phase = .syncing }
-        do {
-            while true {
-                let after = shared.withLock { $0.downCursor }
-                let page = try await transport.fetch(after: after, limit: configuration.downPageSize, waitSeconds: 0)
-                let applied = try await apply(page, after: after)
-                report.received += applied
-                if applied == 0 { break }
-            }
-        } catch {
-            update { $0.down.phase = error.isRetryable ? .offline : .failed; $0.down.lastError = error.description }
-            throw error
-        }
-        if report.received > 0 { try await sendPending(into: &report) }
+        try await sendPending(session: session, into: &report)
+        let (outcome, received) = await driveDown(.once, session: session)
+        report.received = received
+        try Self.check(outcome)
+        if received > 0 { try await sendPending(session: session, into: &report) }
         report.upCursor = try await waitingThroughTransient { try self.relay.cursor() }
         report.downCursor = shared.withLock { $0.downCursor }
-        await refreshUpLag()
         return report
     }
 
     /// syncOnce's up half: every pending batch, once.
-    func sendPending(into report: inout SyncReport) async throws(SyncError) {
-        update { $0.up.phase = .syncing }
-        do {
-            while true {
-                let next = try await readBatch()
-                if next.batch.events.isEmpty && next.lostThrough == nil { break }
-                let sent = try await sendInParts(next, retrying: false)
-                report.sent += sent.sent
-                report.duplicates += sent.duplicates
-                report.eventsLost += sent.lost
-                if next.batch.events.isEmpty { break }  // everything after the cursor was trimmed: declared, nothing to commit
-            }
-        } catch {
-            update { $0.up.phase = error.isRetryable ? .offline : .failed; $0.up.lastError = error.description }
-            await refreshUpLag()
-            throw error
-        }
-        update { $0.up.phase = .idle; $0.up.lastError = nil }
+    func sendPending(session: Int, into report: inout SyncReport) async throws(SyncError) {
+        let (outcome, sent) = await driveUp(.once, session: session)
+        report.sent += sent.sent
+        report.duplicates += sent.duplicates
+        report.eventsLost += sent.lost
+        try Self.check(outcome)
     }
 
-    func upLoop() async {
-        while !Task.isCancelled {
-            do {
-                let next = try await readBatch()
-                if !next.batch.events.isEmpty || next.lostThrough != nil {
-                    _ = try await sendInParts(next, retrying: true)
-                }
-                if next.batch.events.isEmpty {
-                    // Caught up (or everything after the cursor was trimmed and declared): wait for an append.
-                    update { $0.up.phase = .idle }
-                    await refreshUpLag()
-                    let seen = max(next.batch.after, next.lostThrough ?? 0)
-                    _ = try await waitingThroughTransient { try await self.ledger.waitForChange(after: seen) }
-                }
-            } catch {
-                if error == .cancelled || Task.isCancelled { return }
-                update { $0.up.phase = .failed; $0.up.lastError = error.description }
+    static func check(_ outcome: UpStateMachine.Outcome) throws(SyncError) {
+        switch outcome {
+        case .caughtUp: return
+        case .cancelled: throw .cancelled
+        case .stopped(let error): throw error
+        }
+    }
+
+    /// Starts a run: from now on the status shows its machines (a run that is still ending
+    /// no longer writes its phases); both directions `stopped` until its machines start.
+    func beginSession() -> Int {
+        shared.withLock { s in
+            s.session += 1
+            s.status.up.phase = .stopped
+            s.status.down.phase = .stopped
+            offer(&s)
+            return s.session
+        }
+    }
+
+    // MARK: - The up direction
+
+    /// What the up direction got acknowledged.
+    struct Sent { var sent = 0, duplicates = 0, lost: UInt64 = 0 }
+
+    /// Performs the up machine's actions until it finishes.
+    func driveUp(_ mode: UpStateMachine.Mode, session: Int) async -> (UpStateMachine.Outcome, Sent) {
+        let settings = UpStateMachine.Settings(
+            ledgerID: ledger.metadata.ledgerID, sharedTypes: configuration.sharedTypes,
+            maxBatchBytes: configuration.maxBatchBytes, policy: policy, mode: mode)
+        var machine = UpStateMachine(settings: settings, lastError: shared.withLock { $0.status.up.error })
+        var sent = Sent()
+        var tokenUsed = currentToken
+        var action = machine.start()
+        while true {
+            if Task.isCancelled { action = machine.cancelled() }
+            update(session: session) { [machine] s in
+                s.up.phase = machine.phase
+                s.up.error = machine.lastError
+            }
+            switch action {
+            case .finish(let outcome):
                 await refreshUpLag()
-                if !(await pause(configuration.maxBackoff)) { return }
-            }
-        }
-    }
-
-    /// Renews the relay consumer's lease every ``SyncConfiguration/leaseRenewal`` while the
-    /// client runs (idle or offline), so compaction never trims what it has not sent yet.
-    func leaseLoop() async {
-        while await pause(configuration.leaseRenewal) {
-            do {
-                try await waitingThroughTransient { try self.relay.heartbeat() }
-            } catch .ledger(.consumerConflict) {
-                // The up loop committed in between: that renewed the lease too.
-            } catch .cancelled {
-                return
-            } catch {
-                update { $0.up.lastError = "renewing the relay's lease: \(error)" }
-            }
-            await refreshUpLag()
-        }
-    }
-
-    func downLoop() async {
-        var backoff = configuration.initialBackoff
-        while !Task.isCancelled {
-            let after = shared.withLock { $0.downCursor }
-            do {
-                let page = try await transport.fetch(after: after, limit: configuration.downPageSize, waitSeconds: configuration.longPollSeconds)
-                _ = try await apply(page, after: after)
-                backoff = configuration.initialBackoff
-            } catch .cancelled {
-                return
-            } catch {
-                update { $0.down.phase = error.isRetryable ? .offline : .failed; $0.down.lastError = error.description }
-                if !(await pause(error.isRetryable ? jittered(backoff) : configuration.maxBackoff)) { return }
-                if error.isRetryable { backoff = min(backoff * 2, configuration.maxBackoff) }
+                return (outcome, sent)
+            case .read:
+                do {
+                    let next = try await readBatch()
+                    action = machine.read(next.batch, lostThrough: next.lostThrough)
+                } catch {
+                    action = machine.failed(error)
+                }
+            case .waitForAppend(let after):
+                await refreshUpLag()
+                do {
+                    _ = try await waitingThroughTransient { try await self.ledger.waitForChange(after: after) }
+                    action = machine.appended()
+                } catch {
+                    action = machine.failed(error)
+                }
+            case .send(let part):
+                tokenUsed = currentToken
+                do {
+                    let answer = try await transport.send(part.request)
+                    update { $0.up.lastSuccess = Timestamp(Date()) }
+                    action = machine.answered(answer)
+                } catch {
+                    action = machine.failed(error)
+                }
+            case .commit(let part, let answer):
+                do {
+                    try await commit(part.batch)
+                    let lost = part.lostThrough.map { countLost(after: part.batch.after, through: $0) } ?? 0
+                    sent.sent += answer.applied + answer.duplicates
+                    sent.duplicates += answer.duplicates
+                    sent.lost += lost
+                    update { s in
+                        s.eventsSent += answer.applied + answer.duplicates
+                        s.upCursor = max(s.upCursor, part.batch.through)
+                    }
+                    action = machine.committed()
+                } catch {
+                    action = machine.failed(error)
+                }
+                await refreshUpLag()
+            case .sleep(let delay):
+                await refreshUpLag()
+                action = await Self.pause(for: jittered(delay)) ? machine.slept() : machine.cancelled()
+            case .refreshToken:
+                do {
+                    try await refreshToken(refused: tokenUsed)
+                    action = machine.tokenRefreshed()
+                } catch {
+                    action = machine.failed(error)
+                }
             }
         }
     }
@@ -331,47 +328,22 @@ public final class SyncClient: Sendable {
         }
     }
 
-    /// What ``sendInParts(_:retrying:)`` got acknowledged.
-    struct Sent { var sent = 0, duplicates = 0, lost: UInt64 = 0 }
-
-    /// Sends `next` in parts no larger than ``SyncConfiguration/maxBatchBytes`` (at least one
-    /// event each), halving a part the server refuses as too large (413), committing each.
-    func sendInParts(_ next: UpBatch, retrying: Bool) async throws(SyncError) -> Sent {
-        var total = Sent()
-        var after = next.batch.after
-        var rest = next.batch.events[...]
-        var lostThrough = next.lostThrough
-        repeat {
-            let envelope = SyncWire.UpRequest.envelopeSizeBound(ledger: ledger.metadata.ledgerID)
-            var size = envelope, count = 0
-            for event in rest {
-                let bound = isShared(event) ? SyncWire.UpEvent(event).encodedSizeBound + 1 : 0
-                if count > 0, size + bound > configuration.maxBatchBytes { break }
-                size += bound
-                count += 1
-            }
-            while true {
-                let part = ConsumerBatch(after: after, events: Array(rest.prefix(count)))
-                do {
-                    let answer = try await sendAndCommit(part, lostThrough: lostThrough, retrying: retrying)
-                    total.sent += answer.applied + answer.duplicates
-                    total.duplicates += answer.duplicates
-                    if let lostThrough { total.lost += countLost(after: after, through: lostThrough) }
-                    after = max(part.through, lostThrough ?? 0)
-                    break
-                } catch .rejected(413, let code, let message) where count > 1 {
-                    // The server's limit is below ours: halve, and try again at once.
-                    count = (count + 1) / 2
-                    update { $0.up.lastError = "rejected (413 \(code)): \(message); sending \(count) events at a time" }
-                }
-            }
-            rest = rest.dropFirst(count)
-            lostThrough = nil
-        } while !rest.isEmpty
-        return total
+    /// Commits the relay's cursor through `batch` once the server holds it. (A batch of no
+    /// retained events after a trim has nothing to commit: the next one moves the cursor over it.)
+    func commit(_ batch: ConsumerBatch) async throws(SyncError) {
+        guard !batch.events.isEmpty else { return }
+        do {
+            _ = try await relay.commit(batch)
+        } catch is CancellationError {
+            throw .cancelled  // the next run resends the batch: duplicates, applied once
+        } catch LedgerError.consumerConflict {
+            // Another instance of the relay committed this range first; the server holds it.
+        } catch {
+            throw .ledger(error as? LedgerError ?? .unexpected(path: ledger.path, operation: "commit the relay", reason: "\(error)"))
+        }
     }
 
-    /// Counts the lost sequences `after+1 … through` not counted yet in this run, in ``SyncStatus/eventsLost``.
+    /// Counts the lost sequences `after+1 … through` not counted yet, in ``SyncStatus/eventsLost``.
     func countLost(after: UInt64, through: UInt64) -> UInt64 {
         shared.withLock { s in
             let from = max(after, s.lostCountedThrough)
@@ -379,59 +351,26 @@ public final class SyncClient: Sendable {
             s.lostCountedThrough = through
             let lost = through - from
             s.status.eventsLost += lost
-            for observer in s.observers.values { observer.yield(s.status) }
+            offer(&s)
             return lost
         }
     }
 
-    /// Sends `batch`'s shared events (declaring `after+1 … lostThrough` lost) and commits the
-    /// relay's cursor once the server holds them.
-    func sendAndCommit(_ batch: ConsumerBatch, lostThrough: UInt64? = nil, retrying: Bool) async throws(SyncError) -> SyncWire.UpResponse {
-        let through = max(batch.through, lostThrough ?? 0)
-        let request = SyncWire.UpRequest(
-            ledger: ledger.metadata.ledgerID, after: batch.after, through: through,
-            events: batch.events.filter(isShared).map(SyncWire.UpEvent.init), lostThrough: lostThrough)
-        update { $0.up.phase = .syncing }
-        var backoff = configuration.initialBackoff
-        var answer: SyncWire.UpResponse
-        while true {
+    /// Renews the relay consumer's lease every ``SyncConfiguration/leaseRenewal`` while the
+    /// client runs (idle or offline), so compaction never trims what it has not sent yet.
+    func leaseLoop() async {
+        while await Self.pause(for: configuration.leaseRenewal) {
             do {
-                answer = try await transport.send(request)
-                break
+                try await waitingThroughTransient { try self.relay.heartbeat() }
+            } catch .ledger(.consumerConflict) {
+                // The up direction committed in between: that renewed the lease too.
+            } catch .cancelled {
+                return
             } catch {
-                update { $0.up.phase = error.isRetryable ? .offline : .failed; $0.up.lastError = error.description }
-                if case .rejected(413, _, _) = error, batch.events.count > 1 { throw error }  // the caller halves the batch
-                await refreshUpLag()
-                guard retrying, error != .cancelled else { throw error }
-                guard await pause(error.isRetryable ? jittered(backoff) : configuration.maxBackoff) else { throw .cancelled }
-                if error.isRetryable { backoff = min(backoff * 2, configuration.maxBackoff) }
+                update { $0.up.error = error }  // shown until the up direction's next step
             }
+            await refreshUpLag()
         }
-        guard answer.acked >= through, answer.ledger == request.ledger else {
-            throw .protocolViolation("the server acknowledged \(answer.acked) of ledger \(answer.ledger) for a batch through \(through) of \(request.ledger)")
-        }
-        // Only now: the server holds every event up to `through`. (A batch of no retained
-        // events after a trim has nothing to commit: the next one moves the cursor over it.)
-        if !batch.events.isEmpty {
-            do {
-                _ = try await relay.commit(batch)
-            } catch is CancellationError {
-                throw .cancelled  // the next run resends the batch: duplicates, applied once
-            } catch LedgerError.consumerConflict {
-                // Another instance of the relay committed this range first; the server holds it.
-            } catch {
-                throw .ledger(error as? LedgerError ?? .unexpected(path: ledger.path, operation: "commit the relay", reason: "\(error)"))
-            }
-        }
-        update { s in
-            s.up.phase = .idle
-            s.eventsSent += answer.applied + answer.duplicates
-            s.upCursor = max(s.upCursor, batch.through)
-            s.up.lastError = nil
-            s.up.lastSuccess = Timestamp(Date())
-        }
-        await refreshUpLag()
-        return answer
     }
 
     /// Sets ``SyncStatus/upLag`` (and the cursor) from the ledger: the events after the
@@ -452,15 +391,62 @@ public final class SyncClient: Sendable {
         }
     }
 
+    // MARK: - The down direction
+
+    /// Performs the down machine's actions until it finishes; returns the entries appended.
+    func driveDown(_ mode: DownStateMachine.Mode, session: Int) async -> (DownStateMachine.Outcome, Int) {
+        let settings = DownStateMachine.Settings(
+            pageSize: configuration.downPageSize, longPollSeconds: configuration.longPollSeconds, policy: policy, mode: mode)
+        var machine = DownStateMachine(settings: settings, lastError: shared.withLock { $0.status.down.error })
+        var received = 0
+        var tokenUsed = currentToken
+        var action = machine.start(after: shared.withLock { $0.downCursor })
+        while true {
+            if Task.isCancelled { action = machine.cancelled() }
+            update(session: session) { [machine] s in
+                s.down.phase = machine.phase
+                s.down.error = machine.lastError
+            }
+            switch action {
+            case .finish(let outcome):
+                return (outcome, received)
+            case .fetch(let after, let limit, let wait):
+                tokenUsed = currentToken
+                do {
+                    action = machine.fetched(try await transport.fetch(after: after, limit: limit, waitSeconds: wait))
+                } catch {
+                    action = machine.failed(error)
+                }
+            case .apply(let page, let after):
+                do {
+                    received += try await apply(page, after: after)
+                    action = machine.applied(cursor: shared.withLock { $0.downCursor }, head: page.head)
+                } catch {
+                    action = machine.failed(error)
+                }
+            case .sleep(let delay):
+                action = await Self.pause(for: jittered(delay)) ? machine.slept() : machine.cancelled()
+            case .refreshToken:
+                do {
+                    try await refreshToken(refused: tokenUsed)
+                    action = machine.tokenRefreshed()
+                } catch {
+                    action = machine.failed(error)
+                }
+            }
+        }
+    }
+
     /// Appends one answer's changes in one append, each under its feed key, then stores the
-    /// down cursor. Returns the number of changes.
+    /// down cursor. Returns the number of changes appended.
     func apply(_ page: SyncWire.DownResponse, after: UInt64) async throws(SyncError) -> Int {
         let known = shared.withLock { $0.user }
         if let known, known != page.user {
             // A different user than the state file's: its cursor does not apply.
-            shared.withLock { $0.user = page.user; $0.downCursor = 0 }
             try saveState(user: page.user, downCursor: 0)
-            return page.changes.isEmpty ? 0 : 1  // fetch again from 0
+            shared.withLock { $0.user = page.user; $0.downCursor = 0 }
+            update { $0.downCursor = 0 }
+            guard after == 0 else { return 0 }  // read after the other user's cursor: fetch again from 0
         }
         var previous = after
         for change in page.changes {
@@ -481,22 +467,53 @@ public final class SyncClient: Sendable {
         }
         let cursor = shared.withLock { $0.downCursor }
         update { s in
-            s.down.phase = .idle
             s.changesReceived += page.changes.count
             s.downCursor = cursor
             s.downHead = max(page.head, cursor)
-            s.down.lastError = nil
             s.down.lastSuccess = Timestamp(Date())
         }
         return page.changes.count
     }
 
-    func isShared(_ event: Event) -> Bool {
-        if let key = event.key, key.hasPrefix(SyncWire.downKeyPrefix) { return false }  // came down: never echoed
-        return configuration.sharedTypes.contains(event.type)
+    // MARK: - The token
+
+    /// The token requests use now.
+    var currentToken: String { shared.withLock { $0.token } }
+
+    /// Asks ``SyncConfiguration/tokenProvider`` for a token to replace `refused` and gives it
+    /// to the transport. Both directions share one refresh; a token already replaced (by the
+    /// other direction) is not refreshed again.
+    func refreshToken(refused: String) async throws(SyncError) {
+        guard let provider = configuration.tokenProvider else { throw .unauthorized("no token provider") }
+        let refresh: Task<String, any Error>? = shared.withLock { s in
+            guard s.token == refused else { return nil }
+            if let inFlight = s.tokenRefresh { return inFlight }
+            let task = Task { try await provider(refused) }
+            s.tokenRefresh = task
+            return task
+        }
+        guard let refresh else { return }
+        let token: String
+        do {
+            token = try await withTaskCancellationHandler { try await refresh.value } onCancel: { refresh.cancel() }
+        } catch {
+            shared.withLock { s in if s.tokenRefresh == refresh { s.tokenRefresh = nil } }
+            if Task.isCancelled { throw .cancelled }
+            throw .unauthorized("the token provider failed: \(error)")
+        }
+        shared.withLock { s in
+            if s.tokenRefresh == refresh { s.tokenRefresh = nil }
+            s.token = token
+        }
+        transport.useToken(token)
     }
 
     // MARK: - Helpers
+
+    var policy: RetryPolicy {
+        RetryPolicy(initialBackoff: configuration.initialBackoff, maxBackoff: configuration.maxBackoff,
+                    canRefreshToken: configuration.tokenProvider != nil)
+    }
 
     /// Runs `body`, waiting through the ledger's transient conditions (suspension, a busy writer).
     func waitingThroughTransient<T: Sendable>(_ body: @Sendable () async throws -> T) async throws(SyncError) -> T {
@@ -512,9 +529,19 @@ public final class SyncClient: Sendable {
     }
 
     /// Sleeps; false if cancelled.
-    func pause(_ duration: Duration) async -> Bool {
+    static func pause(for duration: Duration) async -> Bool {
         do {
             try await Task.sleep(for: duration)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// Sleeps until `deadline`; false if cancelled.
+    static func pause(until deadline: ContinuousClock.Instant) async -> Bool {
+        do {
+            try await Task.sleep(until: deadline, clock: .continuous)
             return true
         } catch {
             return false

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -15,11 +16,21 @@ public protocol SyncTransport: Sendable {
     func send(_ request: SyncWire.UpRequest) async throws(SyncError) -> SyncWire.UpResponse
     /// `GET /v1/down?after=&limit=&wait=`.
     func fetch(after: UInt64, limit: Int, waitSeconds: Int) async throws(SyncError) -> SyncWire.DownResponse
+    /// Use `token` from the next request on (the client got it from its token provider after
+    /// a 401). The default does nothing: a transport that authenticates otherwise ignores it.
+    func useToken(_ token: String)
+}
+
+extension SyncTransport {
+    /// Does nothing.
+    public func useToken(_ token: String) {}
 }
 
 /// The protocol over HTTP with Foundation's URLSession (FoundationNetworking on Linux): the
 /// system's HTTP stack on Apple platforms and no new package for apps (docs/sync.md says why
-/// not AsyncHTTPClient).
+/// not AsyncHTTPClient). A failure to reach the server is thrown as ``SyncError/offline(_:)``
+/// with a sentence that names the address and says timed out, refused, DNS or TLS; a
+/// cancelled task ends its request at once and throws ``SyncError/cancelled``.
 ///
 /// ```swift
 /// let transport = HTTPSyncTransport(server: URL(fileURLWithPath: "/"), token: "v1.…")
@@ -27,43 +38,58 @@ public protocol SyncTransport: Sendable {
 public struct HTTPSyncTransport: SyncTransport {
     /// The server's base URL (`https://sync.example.com`).
     public let server: URL
-    /// The bearer token.
-    public let token: String
+    /// How long a request may wait for the server's answer, in seconds (a long poll: its
+    /// wait plus this).
+    public let timeoutSeconds: Double
     let session: URLSession
+    let bearer: Bearer
 
-    /// A transport to `server` with `token`; requests time out after `timeoutSeconds` plus
-    /// the long poll's wait.
+    /// The token, shared by the copies of a transport.
+    final class Bearer: Sendable {
+        let value: Mutex<String>
+        init(_ token: String) { value = Mutex(token) }
+    }
+
+    /// The bearer token in use (the one given, or the last from ``useToken(_:)``).
+    public var token: String { bearer.value.withLock { $0 } }
+
+    /// A transport to `server` with `token`; an up request times out after `timeoutSeconds`
+    /// without an answer, a long poll after its wait plus `timeoutSeconds`.
     public init(server: URL, token: String, timeoutSeconds: Double = 30) {
         self.server = server
-        self.token = token
+        self.timeoutSeconds = timeoutSeconds
+        bearer = Bearer(token)
         let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = timeoutSeconds + 35
+        configuration.timeoutIntervalForRequest = timeoutSeconds
         configuration.httpMaximumConnectionsPerHost = 4
         session = URLSession(configuration: configuration)
     }
 
+    public func useToken(_ token: String) { bearer.value.withLock { $0 = token } }
+
     public func send(_ request: SyncWire.UpRequest) async throws(SyncError) -> SyncWire.UpResponse {
         let body: Data
         do { body = try JSONEncoder().encode(request) } catch { throw .protocolViolation("cannot encode the batch: \(error)") }
-        var http = URLRequest(url: server.appendingPathComponent("v1/up"))
+        var http = URLRequest(url: server.appendingPathComponent(SyncWire.Endpoint.up.relativePath))
         http.httpMethod = "POST"
         http.httpBody = body
+        http.timeoutInterval = timeoutSeconds
         http.setValue("application/json", forHTTPHeaderField: "Content-Type")
         return try await perform(http, as: SyncWire.UpResponse.self, cursor: request.after)
     }
 
     public func fetch(after: UInt64, limit: Int, waitSeconds: Int) async throws(SyncError) -> SyncWire.DownResponse {
-        guard var components = URLComponents(url: server.appendingPathComponent("v1/down"), resolvingAgainstBaseURL: false) else {
+        guard var components = URLComponents(url: server.appendingPathComponent(SyncWire.Endpoint.down.relativePath), resolvingAgainstBaseURL: false) else {
             throw .protocolViolation("bad server URL \(server)")
         }
         components.queryItems = [
-            URLQueryItem(name: "after", value: String(after)),
-            URLQueryItem(name: "limit", value: String(limit)),
-            URLQueryItem(name: "wait", value: String(waitSeconds)),
+            URLQueryItem(name: SyncWire.DownQuery.after.rawValue, value: String(after)),
+            URLQueryItem(name: SyncWire.DownQuery.limit.rawValue, value: String(limit)),
+            URLQueryItem(name: SyncWire.DownQuery.wait.rawValue, value: String(waitSeconds)),
         ]
         guard let url = components.url else { throw .protocolViolation("bad server URL \(server)") }
         var http = URLRequest(url: url)
-        http.timeoutInterval = Double(waitSeconds) + 35
+        http.timeoutInterval = Double(waitSeconds) + timeoutSeconds
         return try await perform(http, as: SyncWire.DownResponse.self, cursor: after)
     }
 
@@ -74,11 +100,9 @@ public struct HTTPSyncTransport: SyncTransport {
         let response: URLResponse
         do {
             (data, response) = try await session.data(for: request)
-        } catch is CancellationError {
-            throw .cancelled
         } catch {
-            if Task.isCancelled { throw .cancelled }
-            throw .network(String(describing: error))
+            if Task.isCancelled || error is CancellationError || (error as? URLError)?.code == .cancelled { throw .cancelled }
+            throw .offline(NetworkFailure(error, request: request))
         }
         guard let http = response as? HTTPURLResponse else { throw .protocolViolation("not an HTTP response") }
         if http.statusCode == 200 {
@@ -86,14 +110,56 @@ public struct HTTPSyncTransport: SyncTransport {
                 throw .protocolViolation("undecodable answer from \(request.url?.path ?? "?"): \(error)")
             }
         }
-        let body = try? JSONDecoder().decode(SyncWire.ErrorBody.self, from: data)  // an error page may be anything
+        let body: SyncWire.ErrorBody?
+        do { body = try JSONDecoder().decode(SyncWire.ErrorBody.self, from: data) } catch { body = nil }  // an error page may be anything
         let message = body?.message ?? String(decoding: data.prefix(500), as: UTF8.self)
         switch http.statusCode {
         case 401: throw .unauthorized(message)
         case 403: throw .forbidden(message)
-        case 409 where body?.error == "gap": throw .gap(serverAcked: body?.acked ?? 0, deviceCursor: cursor)
+        case 409 where body?.error == SyncWire.ErrorCode.gap.rawValue: throw .gap(serverAcked: body?.acked ?? 0, deviceCursor: cursor)
         case 500...: throw .server(status: http.statusCode, message: message)
         default: throw .rejected(status: http.statusCode, code: body?.error ?? "http_\(http.statusCode)", message: message)
         }
+    }
+}
+
+extension NetworkFailure {
+    /// `error` (URLSession's) in words, naming the request's address.
+    init(_ error: any Error, request: URLRequest) {
+        let url = request.url
+        let address = url.map { u in u.port.map { "\(u.host ?? "?"):\($0)" } ?? (u.host ?? "?") } ?? "the server"
+        let what = "\(request.httpMethod ?? "GET") \(url?.path ?? "")"
+        let detail = (error as NSError).localizedDescription
+        guard let code = (error as? URLError)?.code else {
+            self.init(.other, "\(what) to \(address) failed: \(detail)")
+            return
+        }
+        switch code {
+        case .timedOut:
+            self.init(.timedOut, "timed out: \(address) did not answer \(what) within \(Self.seconds(request.timeoutInterval)) s")
+        case .cannotConnectToHost:
+            self.init(.connectionRefused, "connection refused: nothing accepts connections at \(address) (is the server running?)")
+        case .cannotFindHost, .dnsLookupFailed:
+            self.init(.hostNotFound, "DNS: the host name \(url?.host ?? "?") does not resolve")
+        case .secureConnectionFailed, .serverCertificateHasBadDate, .serverCertificateUntrusted, .serverCertificateHasUnknownRoot,
+             .serverCertificateNotYetValid, .clientCertificateRejected, .clientCertificateRequired:
+            self.init(.tls, "TLS: the secure connection to \(address) failed: \(detail)")
+        case .notConnectedToInternet, .internationalRoamingOff, .dataNotAllowed:
+            self.init(.notConnected, "no network connection (\(what) to \(address))")
+        case .networkConnectionLost:
+            self.init(.connectionLost, "connection lost: \(address) closed the connection before answering \(what)")
+        default:
+            // FoundationNetworking on Linux reports libcurl's TLS failures as code -1, in OpenSSL's words.
+            let lowered = detail.lowercased()
+            if lowered.contains("ssl") || lowered.contains("tls") || lowered.contains("certificate") {
+                self.init(.tls, "TLS: the secure connection to \(address) failed: \(detail)")
+            } else {
+                self.init(.other, "\(what) to \(address) failed: \(detail) (URLError \(code.rawValue))")
+            }
+        }
+    }
+
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String(format: "%.1f", value)
     }
 }

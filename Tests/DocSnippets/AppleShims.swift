@@ -81,3 +81,27 @@ extension FileManager {
     }
 }
 #endif
+
+#if !canImport(BackgroundTasks)
+class BGTask: @unchecked Sendable {
+    var expirationHandler: (() -> Void)?
+    func setTaskCompleted(success: Bool) {}
+}
+
+class BGAppRefreshTask: BGTask, @unchecked Sendable {}
+
+class BGTaskRequest {
+    var earliestBeginDate: Date?
+}
+
+class BGAppRefreshTaskRequest: BGTaskRequest {
+    init(identifier: String) {}
+}
+
+class BGTaskScheduler: @unchecked Sendable {
+    static let shared = BGTaskScheduler()
+    @discardableResult
+    func register(forTaskWithIdentifier identifier: String, using queue: DispatchQueue?, launchHandler: @escaping @Sendable (BGTask) -> Void) -> Bool { true }
+    func submit(_ taskRequest: BGTaskRequest) throws {}
+}
+#endif

@@ -1,3 +1,5 @@
+import Foundation
+import InboxLedgerSync
 import InboxLedger
 import Observation
 
@@ -58,14 +60,15 @@ func runActionQueue(_ ledger: Ledger, perform: @Sendable (WidgetAction) async th
     }
 }
 
-/// After fetching the server's inbox: a full listing (or a delta of what changed). The key makes
-/// a retried sync a no-op.
-func recordSync(_ ledger: Ledger, listing: [InboxMessage], fetchID: String) async throws {
-    try await ledger.append(.inboxSynced(InboxSync(mode: .full, messages: listing)), key: "sync-" + fetchID)
+/// At launch: the app's ledger, its sync client, the background refresh registered.
+func startSync(server: URL, token: String, refreshToken: @escaping @Sendable (String) async throws -> String) throws -> SyncClient {
+    let sync = try InboxSyncing.client(for: try InboxStore.open(as: "app"), server: server, token: token, refreshToken: refreshToken)
+    InboxSyncing.registerBackgroundRefresh(sync)
+    return sync
 }
 
-/// Archives messages on this device; they stay archived through later syncs until the server's
-/// listing no longer has them (tell the server, e.g. through your API).
+/// Archives messages on this device; the sync client sends the removal, and the server keeps
+/// them removed on every device of the user.
 func archive(_ ledger: Ledger, _ ids: [String]) async throws {
     try await ledger.append(.messageRemoved(MessageRemoval(ids: ids)))
 }

@@ -16,7 +16,7 @@ func exampleSyncClient(_ ledger: Ledger, server: URL, token: String, container: 
     let client = try SyncClient(ledger: ledger, configuration: SyncConfiguration(
         server: server, token: token, stateFile: container + "/inbox.sync-state"))
     let loops = Task { await client.run() }          // until cancelled; survives suspension
-    for await status in client.statusUpdates() { print(status.phase, status.upLag, status.downLag) }
+    for await status in client.statusUpdates() { print(status.phase, status.upLag, status.downLag ?? 0) }
     loops.cancel()
 }
 
@@ -33,15 +33,45 @@ func exampleSyncOnce(_ client: SyncClient) async throws {
     print("sent \(report.sent), received \(report.received)")
 }
 
+final class ExampleAuth: Sendable {
+    func freshToken(replacing refused: String) async throws -> String { refused }
+}
+
+func exampleTokenProvider(_ configuration: inout SyncConfiguration, auth: ExampleAuth) {
+    configuration.tokenProvider = { refused in try await auth.freshToken(replacing: refused) }
+}
+
+// Lifecycle.swift
+func exampleLifecycle(_ sync: SyncClient, phase: ScenePhase) {
+    switch phase {
+    case .active: sync.enterForeground()
+    case .background: try? sync.enterBackground()   // nothing to undo if it throws
+    default: break
+    }
+}
+
+func exampleBackgroundRefresh(_ sync: SyncClient, task: BGAppRefreshTask) {
+    let refresh = Task { await sync.backgroundRefresh() }
+    task.expirationHandler = { refresh.cancel() }   // returns at once; nothing is lost
+}
+
 // SyncError.swift
 func exampleSyncError(_ client: SyncClient) async {
     do { _ = try await client.syncOnce() } catch { print(error.isRetryable, error) }
 }
 
+func exampleNetworkFailure(_ error: SyncError) {
+    if case .offline(let failure) = error, failure.reason == .timedOut { print("slow network:", failure) }
+}
+
 // SyncStatus.swift
 func exampleSyncStatus(_ client: SyncClient) async {
-    for await status in client.statusUpdates() where status.phase == .offline {
-        print("offline:", status.lastError ?? "", "up", status.up.phase, "down", status.down.phase)
+    for await status in client.statusUpdates() {
+        switch status.error {
+        case .unauthorized?: print("sign in again")
+        case .offline(let failure)?: print("offline:", failure)
+        default: print(status.phase, "up", status.up.phase, "down", status.down.phase)
+        }
     }
 }
 

@@ -31,6 +31,16 @@ final class FakeServer: SyncTransport, Sendable {
         var maxBodyBytes = 1_048_576
         /// The size of each up body received.
         var bodySizes: [Int] = []
+        /// Never answer while set: requests wait until their task is cancelled (a hung server).
+        var hang = false
+        /// Requests waiting in `hang` or in `answerDelay` now.
+        var waiting = 0
+        /// Apply a batch, then wait this long before answering (cancellable: the answer is lost).
+        var answerDelay: Duration?
+        /// Only these bearer tokens are accepted (nil: any); others get 401.
+        var acceptedTokens: Set<String>?
+        /// The token the client gave last (``useToken(_:)``), initially the configuration's.
+        var token = "test"
     }
 
     let user: String
@@ -47,15 +57,36 @@ final class FakeServer: SyncTransport, Sendable {
     var applied: [String: [SyncWire.UpEvent]] { state.withLock { $0.applied } }
     var sends: Int { state.withLock { $0.sends } }
 
+    func useToken(_ token: String) { state.withLock { $0.token = token } }
+
+    /// Waits while the server hangs, or for `delay`; throws `.cancelled` when the task is.
+    func stall(_ delay: Duration?) async throws(SyncError) {
+        let hang = state.withLock { s in
+            if s.hang || delay != nil { s.waiting += 1 }
+            return s.hang
+        }
+        guard hang || delay != nil else { return }
+        defer { state.withLock { $0.waiting -= 1 } }
+        do { try await Task.sleep(for: hang ? .seconds(3600) : delay ?? .zero) } catch { throw .cancelled }
+    }
+
+    func authorize() throws(SyncError) {
+        try state.withLock { s throws(SyncError) in
+            if let accepted = s.acceptedTokens, !accepted.contains(s.token) { throw .unauthorized("the token has expired") }
+        }
+    }
+
     func send(_ request: SyncWire.UpRequest) async throws(SyncError) -> SyncWire.UpResponse {
+        try await stall(nil)
+        try authorize()
         let size = (try? JSONEncoder().encode(request).count) ?? 0
         let result: Result<SyncWire.UpResponse, SyncError> = state.withLock { s in
             s.sends += 1
-            if s.offline { return .failure(.network("connection refused")) }
+            if s.offline { return .failure(.offline("connection refused")) }
             s.bodySizes.append(size)
             if size > s.maxBodyBytes { return .failure(.rejected(status: 413, code: "too_large", message: "the body exceeds \(s.maxBodyBytes) bytes")) }
             let fault = s.faults.isEmpty ? nil : s.faults.removeFirst()
-            if case .refuse = fault { return .failure(.network("connection refused")) }
+            if case .refuse = fault { return .failure(.offline("connection refused")) }
             let acked = s.acked[request.ledger, default: 0]
             if case .gap = fault { return .failure(.gap(serverAcked: acked, deviceCursor: request.after)) }
             guard request.after <= acked else { return .failure(.gap(serverAcked: acked, deviceCursor: request.after)) }
@@ -75,20 +106,24 @@ final class FakeServer: SyncTransport, Sendable {
                     break
                 }
             }
-            if case .loseAnswer = fault { return .failure(.network("connection reset after the commit")) }
+            if case .loseAnswer = fault { return .failure(.offline("connection reset after the commit")) }
             return .success(SyncWire.UpResponse(user: user, ledger: request.ledger, acked: max(acked, request.through),
                                                 applied: fresh.count, duplicates: request.events.count - fresh.count))
         }
-        return try result.get()
+        let answer = try result.get()
+        try await stall(state.withLock { $0.answerDelay })
+        return answer
     }
 
     func fetch(after: UInt64, limit: Int, waitSeconds: Int) async throws(SyncError) -> SyncWire.DownResponse {
+        try await stall(nil)
+        try authorize()
         let result: Result<SyncWire.DownResponse, SyncError> = state.withLock { s in
             s.fetches += 1
-            if s.offline { return .failure(.network("connection refused")) }
+            if s.offline { return .failure(.offline("connection refused")) }
             if case .refuse = s.faults.first {
                 s.faults.removeFirst()
-                return .failure(.network("connection refused"))
+                return .failure(.offline("connection refused"))
             }
             let changes = Array(s.feed.filter { $0.seq > after }.prefix(limit))
             return .success(SyncWire.DownResponse(user: user, head: UInt64(s.feed.count), changes: changes))

@@ -33,7 +33,7 @@ import Testing
         let client = try SyncClient(ledger: ledger, configuration: configuration(state: state), transport: server)
         try await ledger.append(.messageRead(ReadChange(ids: ["m1"], read: true)))
         server.inject(.loseAnswer)
-        await #expect(throws: SyncError.network("connection reset after the commit")) { try await client.syncOnce() }
+        await #expect(throws: SyncError.offline("connection reset after the commit")) { try await client.syncOnce() }
         // Not acknowledged as far as the device knows: the cursor did not move.
         #expect(try relayCursor(ledger) == 0)
         let report = try await client.syncOnce()

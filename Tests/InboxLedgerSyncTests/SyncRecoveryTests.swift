@@ -33,7 +33,7 @@ import Testing
         #expect(report.eventsLost == 8)
         #expect(report.sent == 2)
         #expect(client.status.eventsLost == 8)
-        #expect(client.status.up.phase == .idle && client.status.up.lastError == nil)
+        #expect(client.status.up.phase == .stopped && client.status.up.error == nil)
         let id = ledger.metadata.ledgerID
         #expect(server.state.withLock { $0.acked[id] } == 13)
         #expect(server.state.withLock { $0.lost[id] } == 8)
@@ -165,13 +165,28 @@ import Testing
         server.state.withLock { $0.offline = false }
         for await status in client.statusUpdates() where status.down.phase == .idle && status.up.phase == .failed {
             #expect(status.phase == .failed)
+            #expect(status.error?.needsOperator == true)
             #expect(status.lastError?.contains("lost acknowledged") == true)
-            #expect(status.down.lastError == nil)
+            #expect(status.down.error == nil)
             break
         }
-        for await status in client.statusUpdates() where status.upLag == 0 && status.up.phase == .idle { break }
+        // A gap is not retried (it needs an operator): the up direction stopped, the down one goes on.
+        let sends = server.sends
+        let received = client.status.changesReceived
+        server.publish(type: "message.read", payload: #"{"ids":["x"],"read":true}"#)
+        for await status in client.statusUpdates() where status.changesReceived > received { break }
+        #expect(server.sends == sends)
+        #expect(client.status.up.phase == .failed && client.status.down.phase == .idle)
         loops.cancel()
         await loops.value
+        #expect(client.status.up.phase == .failed, "a cancelled run leaves a stopped direction's failure as it was")
+        // The next run tries again (the operator fixed the server: here the fault was one-off).
+        let again = Task { await client.run() }
+        for await status in client.statusUpdates() where status.upLag == 0 && status.up.phase == .idle { break }
+        #expect(client.status.up.error == nil)
+        again.cancel()
+        await again.value
+        #expect(client.status.phase == .stopped && client.status.error == nil)
     }
 
     @Test func syncOnceReportsTheCursorAndLeavesNoLag() async throws {

@@ -122,6 +122,50 @@ import TestSupport
         }
     }
 
+    /// The operations and sync pages also name calls in running text (`Ledger.suspend()`,
+    /// `client.syncOnce()`): each one must be a call the sources declare public, static on a type, an
+    /// instance member on a value — `ledger.suspend()` (suspend is static) would not compile.
+    @Test func everyCallNamedInTheOperationsAndSyncPagesExists() throws {
+        var types = Set<String>(), statics = Set<String>(), instance = Set<String>()
+        let sources = Self.root.appendingPathComponent("Sources")
+        let walk = FileManager.default.enumerator(atPath: sources.path)
+        while let relative = walk?.nextObject() as? String {
+            guard relative.hasSuffix(".swift") else { continue }
+            let text = try String(contentsOf: sources.appendingPathComponent(relative), encoding: .utf8)
+            for line in text.split(separator: "\n") where line.contains("func ") || line.contains("var ") || line.contains("let ")
+                || line.contains("case ") || line.contains("struct ") || line.contains("class ") || line.contains("enum ")
+                || line.contains("extension ") || line.contains("protocol ") || line.contains("actor ") {
+                if let m = line.firstMatch(of: #/\b(?:struct|class|enum|extension|actor|protocol)\s+(\w+)/#) { types.insert(String(m.1)) }
+                if let m = line.firstMatch(of: #/^\s*(?:@\w+\s+)*public\s+(?:nonisolated\s+)?(static\s+|class\s+)?(?:mutating\s+)?(?:func|var|let)\s+(\w+)/#) {
+                    if m.1 == nil { instance.insert(String(m.2)) } else { statics.insert(String(m.2)) }
+                }
+                if let m = line.firstMatch(of: #/^\s*case\s+(\w+)/#) { statics.insert(String(m.1)) }
+            }
+        }
+        #expect(types.contains("Ledger") && statics.contains("suspend") && instance.contains("syncOnce"), "the sources were not read")
+        let values: Set<String> = ["ledger", "client", "sync", "consumer", "relay"]
+        var checked = 0
+        for file in ["docs/operations.md", "docs/sync.md"] {
+            let text = try String(contentsOf: Self.root.appendingPathComponent(file), encoding: .utf8)
+            // Inline code: the odd pieces between backquotes, on one line.
+            for (index, piece) in text.split(separator: "`", omittingEmptySubsequences: false).enumerated() where index % 2 == 1 && !piece.contains("\n") {
+                guard let dot = piece.firstIndex(of: "."), let open = piece.firstIndex(of: "("), dot < open else { continue }
+                let receiver = String(piece[..<dot]), member = String(piece[piece.index(after: dot)..<open])
+                guard receiver.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }), member.first?.isLowercase == true,
+                      member.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }) else { continue }
+                if values.contains(receiver) {
+                    checked += 1
+                    #expect(instance.contains(member), "\(file): `\(piece)`: \(member) is no instance member in Sources\(statics.contains(member) ? " (it is static: call it on the type)" : "")")
+                } else if types.contains(receiver) {
+                    // `Type.member()` in prose may name an instance method too; it must exist.
+                    checked += 1
+                    #expect(statics.contains(member) || instance.contains(member), "\(file): `\(piece)`: \(receiver) has no member \(member) in Sources")
+                }
+            }
+        }
+        #expect(checked >= 10, "only \(checked) calls found in running text")
+    }
+
     func checkManifest(_ snippet: Snippet) throws {
         let dir = TemporaryDirectory()
         let package = dir.child("App")

@@ -8,10 +8,12 @@ import Testing
     static let root = DocumentationTests.root
     /// The types whose every public member the page lists, each in its `## \`Type\`` section.
     static let types = ["LedgerOptions", "WidgetList", "WidgetItem", "PendingAction", "AppendReceipt", "ProjectionNote"]
+    /// The same for the sync client's values (Sources/InboxLedgerSync), each in its section too.
+    static let syncTypes = ["SyncConfiguration", "SyncStatus", "SyncReport", "SyncError", "NetworkFailure"]
 
-    /// The library's sources, as (file, text).
-    static func sources() throws -> [(String, String)] {
-        let base = root.appendingPathComponent("Sources/InboxLedger")
+    /// The library's sources (or the sync client's), as (file, text).
+    static func sources(_ module: String = "InboxLedger") throws -> [(String, String)] {
+        let base = root.appendingPathComponent("Sources/\(module)")
         guard let walker = FileManager.default.enumerator(atPath: base.path) else { return [] }
         return try walker.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") }.sorted().map { file in
             (file, try String(contentsOf: base.appendingPathComponent(file), encoding: .utf8))
@@ -123,16 +125,17 @@ import Testing
         #expect(calls.contains("Ledger.headSequence()") && calls.contains("Consumer.commit(_:appending:)") && calls.contains("Ledger.waitForChange(after:)"), "\(calls.sorted())")
     }
 
-    @Test func everyPublicMemberOfTheDocumentedTypesIsOnThePage() throws {
-        let sources = try Self.sources()
+    @Test(arguments: [("InboxLedger", types), ("InboxLedgerSync", syncTypes)])
+    func everyPublicMemberOfTheDocumentedTypesIsOnThePage(module: String, types: [String]) throws {
+        let sources = try Self.sources(module)
         let page = try Self.page()
-        for type in Self.types {
+        for type in types {
             guard let section = Self.section("`\(type)`", of: page) else {
                 Issue.record("docs/reference.md has no section '## `\(type)`'")
                 continue
             }
             let members = Self.publicMembers(of: type, in: sources)
-            #expect(!members.isEmpty, "found no public members of \(type) in Sources/InboxLedger")
+            #expect(!members.isEmpty, "found no public members of \(type) in Sources/\(module)")
             for member in members.sorted() where !section.contains("`\(member)`") && !section.contains("`\(member) ") && !section.contains("`.\(member)") {
                 Issue.record("docs/reference.md, section \(type): `\(member)` is public in the sources but not listed")
             }

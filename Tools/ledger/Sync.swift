@@ -52,6 +52,9 @@ struct Sync: AsyncParsableCommand {
     @Option(help: "Seconds between renewals of the relay consumer's lease while --watch runs (keep it below the compaction lease).")
     var leaseRenewal = 60.0
 
+    @Option(help: "Seconds a request waits for the server's answer before it fails as timed out (a long poll: its wait plus this).")
+    var timeout = 30.0
+
     func validate() throws {
         guard !location.readOnly else { throw ValidationError("sync appends and commits: it cannot run with --read-only") }
         guard URL(string: server)?.host != nil else { throw ValidationError("--server: expected a URL such as http://127.0.0.1:8080") }
@@ -59,6 +62,7 @@ struct Sync: AsyncParsableCommand {
         guard (1...1000).contains(batchSize) else { throw ValidationError("--batch-size must be 1–1000") }
         guard maxBatchBytes >= 65_536 else { throw ValidationError("--max-batch-bytes must be at least 65536") }
         guard leaseRenewal > 0 else { throw ValidationError("--lease-renewal must be positive") }
+        guard timeout > 0, timeout.isFinite else { throw ValidationError("--timeout must be a positive number of seconds") }
     }
 
     func run() async throws {
@@ -72,6 +76,7 @@ struct Sync: AsyncParsableCommand {
         configuration.batchSize = batchSize
         configuration.maxBatchBytes = maxBatchBytes
         configuration.leaseRenewal = .milliseconds(Int64(leaseRenewal * 1000))
+        configuration.timeoutSeconds = timeout
         let client: SyncClient
         do { client = try SyncClient(ledger: ledger, configuration: configuration) } catch { throw failure(error) }
 
@@ -92,7 +97,8 @@ struct Sync: AsyncParsableCommand {
                 try emit(try jsonLine(StatusOutput(status)))
             } else {
                 var line = "sync: \(status.phase.rawValue) sent=\(status.eventsSent) received=\(status.changesReceived) "
-                    + "up-cursor=\(status.upCursor) up-lag=\(status.upLag) down-cursor=\(status.downCursor) down-lag=\(status.downLag)"
+                    + "up-cursor=\(status.upCursor) up-lag=\(status.upLag) down-cursor=\(status.downCursor) "
+                    + "down-lag=\(status.downLag.map(String.init) ?? "unknown")"
                 if status.eventsLost > 0 { line += " lost=\(status.eventsLost)" }
                 if status.up.phase != status.down.phase { line += " up=\(status.up.phase.rawValue) down=\(status.down.phase.rawValue)" }
                 if let error = status.lastError { line += " error=\(error)" }
@@ -122,7 +128,8 @@ struct ReportOutput: Encodable {
 }
 
 struct StatusOutput: Encodable {
-    var phase: String, sent: Int, received: Int, upCursor: UInt64, upLag: UInt64, downCursor: UInt64, downLag: UInt64, error: OrNull<String>
+    var phase: String, sent: Int, received: Int, upCursor: UInt64, upLag: UInt64, downCursor: UInt64, downLag: OrNull<UInt64>
+    var error: OrNull<String>, errorKind: OrNull<String>
 
     init(_ s: SyncStatus) {
         phase = s.phase.rawValue
@@ -131,7 +138,25 @@ struct StatusOutput: Encodable {
         upCursor = s.upCursor
         upLag = s.upLag
         downCursor = s.downCursor
-        downLag = s.downLag
+        downLag = OrNull(s.downLag)
         error = OrNull(s.lastError)
+        errorKind = OrNull(s.error.map(errorKindName))
+    }
+}
+
+/// The case of a ``SyncError`` as a word, for JSON (`offline`, `unauthorized`, …; `offline`
+/// errors add their reason: `offline.timedOut`).
+func errorKindName(_ error: SyncError) -> String {
+    switch error {
+    case .offline(let failure): "offline.\(failure.reason.rawValue)"
+    case .server: "server"
+    case .unauthorized: "unauthorized"
+    case .forbidden: "forbidden"
+    case .rejected: "rejected"
+    case .gap: "gap"
+    case .protocolViolation: "protocolViolation"
+    case .ledger: "ledger"
+    case .stateFile: "stateFile"
+    case .cancelled: "cancelled"
     }
 }

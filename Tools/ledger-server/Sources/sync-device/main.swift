@@ -40,7 +40,7 @@ final class FaultyTransport: SyncTransport {
             FileHandle.standardOutput.write(Data("exiting after answer \(n) through \(answer.acked)\n".utf8))
             _exit(9)
         }
-        if let loseEvery, n % loseEvery == 0 { throw .network("answer dropped after the server committed (fault injection)") }
+        if let loseEvery, n % loseEvery == 0 { throw .offline("answer dropped after the server committed (fault injection)") }
         return answer
     }
 
