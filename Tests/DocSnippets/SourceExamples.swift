@@ -30,7 +30,7 @@ struct ExampleScenePhaseView: View {
     }
 }
 
-// LedgerError.swift
+// Domain/LedgerError.swift
 func exampleLedgerError(_ ledger: Ledger) throws {
     do {
         try ledger.append(NewEvent(type: "", payload: []))
@@ -39,7 +39,7 @@ func exampleLedgerError(_ ledger: Ledger) throws {
     }
 }
 
-// LedgerOptions.swift
+// Store/LedgerOptions.swift
 func exampleReadOnly(sharedContainer: String) throws {
     var options = LedgerOptions(role: "widget")
     options.readOnly = true

@@ -60,7 +60,10 @@ import Testing
 
 /// Which folder's files name types declared in which folder.
 struct FolderGraph: CustomStringConvertible {
-    static let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    /// Sources/InboxLedger, or the directory in `FOLDER_GRAPH_SOURCES` (the graph of another
+    /// checkout, e.g. before a change: `scripts/folder-graph.sh <dir>`).
+    static let sources = ProcessInfo.processInfo.environment["FOLDER_GRAPH_SOURCES"]
+        ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("../../Sources/InboxLedger").standardizedFileURL.path
 
     /// The node of the files at the top of the target (the `Ledger` façade).
