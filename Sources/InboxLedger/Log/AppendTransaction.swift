@@ -14,11 +14,16 @@ struct AppendTransaction {
     }
 
     private let tables: StoreTransaction
+    /// The tables each event writes, made once per transaction (not per event).
+    private let events: EventTable
+    private let keys: KeyTable
     /// The commit time stamped on every event of the transaction.
     private let now: Int64
 
     init(_ tables: StoreTransaction, now: Int64) {
         self.tables = tables
+        self.events = tables.events
+        self.keys = tables.keys
         self.now = now
     }
 
@@ -71,9 +76,9 @@ struct AppendTransaction {
                 head += 1
                 let stored = Event(sequence: head, timestampMicros: now, origin: request.origin,
                                    type: event.type, key: event.key, payload: event.payload)
-                try tables.events.append(stored)
+                try events.append(stored)
                 if let key = event.key {
-                    try tables.keys.put(key, KeyRecord(sequence: head, digest: event.digest, time: now))
+                    try keys.put(key, KeyRecord(sequence: head, digest: event.digest, time: now))
                     firstInBatch[key] = head
                 }
                 receipt.notes += try projector.apply(stored, event.domain)
@@ -112,7 +117,7 @@ struct AppendTransaction {
                 resolved.append(seen.resolution == .new ? .earlierInBatch : seen.resolution)
                 continue
             }
-            if let record = try tables.keys.record(key) {
+            if let record = try keys.record(key) {
                 guard record.digest == event.digest else {
                     return .failure(.idempotencyConflict(key: key, existingSequence: record.sequence))
                 }

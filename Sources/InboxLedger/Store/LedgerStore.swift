@@ -21,8 +21,10 @@ import Darwin
 final class LedgerStore: Sendable {
     /// The ledger's directory.
     let path: String
+    /// The ledger's tables (and the directory), shared by every transaction of the store.
+    let layout: StoreLayout
     /// The ledger's tables.
-    let schema: Schema
+    var schema: Schema { layout.schema }
     /// The metadata as this handle opened it: a writable handle has upgraded the format and
     /// rebuilt the projections (or failed to open) before it is returned, so it reports the
     /// current versions.
@@ -68,7 +70,7 @@ final class LedgerStore: Sendable {
     private init(path: String, environment: Environment, schema: Schema, stored: LedgerMetadata, options: LedgerOptions, projectionRules: UInt32) {
         self.path = path
         self.environment = environment
-        self.schema = schema
+        self.layout = StoreLayout(schema: schema, path: path)
         self.storedMetadata = stored
         var opened = stored
         if options.readOnly {
@@ -101,7 +103,7 @@ final class LedgerStore: Sendable {
     func read<T>(_ operation: String, _ body: (StoreTransaction) throws -> T) throws(LedgerError) -> T {
         readsBegun.add(1, ordering: .relaxed)
         do {
-            return try environment.read { txn in try body(StoreTransaction(rawTransaction: txn, schema: schema, path: path)) }
+            return try environment.read { txn in try body(StoreTransaction(rawTransaction: txn, layout: layout)) }
         } catch {
             throw LedgerError.from(error, path: path, operation: operation)
         }
@@ -120,7 +122,7 @@ final class LedgerStore: Sendable {
         let mode = requested.map { $0.atLeast(storedMetadata.durabilityFloor) } ?? durability
         do {
             return try environment.write(timeoutMilliseconds: writeTimeoutMilliseconds, durability: mode.lmdb) { txn in
-                try body(StoreTransaction(rawTransaction: txn, schema: schema, path: path))
+                try body(StoreTransaction(rawTransaction: txn, layout: layout))
             }
         } catch {
             throw writeError(error, operation: operation)
@@ -207,8 +209,8 @@ final class LedgerStore: Sendable {
         var configuration = EnvironmentConfiguration()
         configuration.databases = Dictionary(uniqueKeysWithValues: Schema.allNames.map { ($0, DatabaseFlags()) })
         let environment = try Environment.open(directory: path, configuration: configuration)
-        let schema = try Schema(environment)
-        try environment.write { txn in try body(StoreTransaction(rawTransaction: txn, schema: schema, path: path)) }
+        let layout = StoreLayout(schema: try Schema(environment), path: path)
+        try environment.write { txn in try body(StoreTransaction(rawTransaction: txn, layout: layout)) }
     }
 
     /// Suspends every environment of the process (``Ledger/suspend(waitingUpTo:)``).

@@ -10,10 +10,19 @@ struct StoreTransaction {
     /// The LMDB transaction: the store's own, and the tests' way to damage a table behind the
     /// tables' back (`rawTransaction`). Nothing outside Store/ touches it.
     let rawTransaction: Transaction
+    /// What every transaction of the store shares (one reference: a transaction is passed and
+    /// copied on the append's path, and copying the schema itself costs retains and copies).
+    let layout: StoreLayout
+
+    init(rawTransaction: Transaction, layout: StoreLayout) {
+        self.rawTransaction = rawTransaction
+        self.layout = layout
+    }
+
     /// The ledger's named databases.
-    let schema: Schema
+    var schema: Schema { layout.schema }
     /// The ledger's directory, for the errors a malformed record is reported with.
-    let path: String
+    var path: String { layout.path }
 
     /// `meta`: the ledger's identity, head, counters and records, field by field.
     var meta: MetaRecord { MetaRecord(txn: rawTransaction, table: schema.meta) }
@@ -40,5 +49,16 @@ struct StoreTransaction {
     /// The event counts by type and by origin role (``EventCounts/read(meta:legacy:in:)``).
     func eventCounts() throws -> (byType: [String: UInt64], byRole: [String: UInt64]) {
         try EventCounts.read(meta: schema.meta, legacy: schema.counters, in: rawTransaction)
+    }
+}
+
+/// A store's tables and directory, made once when it opens and shared by its transactions.
+final class StoreLayout: Sendable {
+    let schema: Schema
+    let path: String
+
+    init(schema: Schema, path: String) {
+        self.schema = schema
+        self.path = path
     }
 }
