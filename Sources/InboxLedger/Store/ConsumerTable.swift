@@ -31,38 +31,26 @@ public struct ConsumerInfo: Hashable, Sendable, Codable, Identifiable {
 }
 
 /// The `consumers` table: a consumer's name as UTF-8 → its ``ConsumerRecord``.
-struct ConsumerTable {
-    let txn: Transaction
-    let table: Database
-    let path: String
+typealias ConsumerTable = NamedRecordTable<ConsumerRecord>
 
-    /// The record of consumer `name`, or nil; a malformed one is damage.
-    func record(_ name: String) throws -> ConsumerRecord? {
-        guard let bytes = try txn.get(table, key: Array(name.utf8)) else { return nil }
-        guard let record = ConsumerRecord.decode(bytes) else {
-            throw LedgerError.corruptStore(path: path, reason: "consumer '\(name)' has a malformed record")
-        }
-        return record
-    }
+extension ConsumerRecord: NamedRecord {
+    static func malformed(_ name: String) -> String { "consumer '\(name)' has a malformed record" }
+}
 
+extension NamedRecordTable where Record == ConsumerRecord {
     /// Writes the record of consumer `name`, keeping the creation time of an existing one.
     func write(_ record: ConsumerRecord, named name: String) throws {
         var record = record
         if let existing = try self.record(name) { record.createdAt = existing.createdAt }
-        try txn.put(table, key: Array(name.utf8), value: record.encode())
+        try put(name, record)
     }
-
-    /// Removes consumer `name`; whether it existed.
-    func delete(_ name: String) throws -> Bool { try txn.delete(table, key: Array(name.utf8)) }
 
     /// Every registered consumer, by name, with its lag behind `head`.
     func infos(head: UInt64) throws -> [ConsumerInfo] {
         var infos: [ConsumerInfo] = []
-        try txn.forEachEntry(table) { e in
-            let name = String(decoding: e.key, as: UTF8.self)
-            guard let record = ConsumerRecord.decode(e.value) else {
-                throw LedgerError.corruptStore(path: path, reason: "consumer '\(name)' has a malformed record")
-            }
+        try forEach(from: []) { key, record in
+            let name = String(decoding: key, as: UTF8.self)
+            guard let record else { throw LedgerError.corruptStore(path: path, reason: ConsumerRecord.malformed(name)) }
             infos.append(ConsumerInfo(
                 name: name, cursor: record.cursor, lag: head > record.cursor ? head - record.cursor : 0,
                 lastSeen: Timestamp(micros: record.lastSeen), createdAt: Timestamp(micros: record.createdAt)))

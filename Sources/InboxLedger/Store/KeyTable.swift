@@ -21,24 +21,13 @@ struct KeyRecord: Hashable, Sendable {
 }
 
 /// The `keys` table: an idempotency key's UTF-8 bytes → its ``KeyRecord``.
-struct KeyTable {
-    let txn: Transaction
-    let table: Database
-    let path: String
+typealias KeyTable = NamedRecordTable<KeyRecord>
 
-    /// The record of `key`, or nil; a malformed one is damage.
-    func record(_ key: String) throws -> KeyRecord? {
-        guard let stored = try txn.get(table, key: Array(key.utf8)) else { return nil }
-        guard let record = KeyRecord.decode(stored) else {
-            throw LedgerError.corruptStore(path: path, reason: "idempotency record for key '\(key)' is malformed")
-        }
-        return record
-    }
+extension KeyRecord: NamedRecord {
+    static func malformed(_ key: String) -> String { "idempotency record for key '\(key)' is malformed" }
+}
 
-    func put(_ key: String, _ record: KeyRecord) throws {
-        try txn.put(table, key: Array(key.utf8), value: record.encode())
-    }
-
+extension NamedRecordTable where Record == KeyRecord {
     /// Re-stamps the record of `key` with `now` if it still names `sequence` and is stamped
     /// earlier (a compactor trimming its event; a malformed record is left alone).
     func restamp(_ key: String, sequence: UInt64, now: Int64) throws {
@@ -48,16 +37,4 @@ struct KeyTable {
             try txn.put(table, key: Array(key.utf8), value: stored.encode())
         }
     }
-
-    /// Visits the stored keys in order from the first at least `start` (raw key bytes; the
-    /// record nil when malformed).
-    func forEach(from start: [UInt8], _ body: (_ key: [UInt8], _ record: KeyRecord?) throws -> Visit) throws {
-        try txn.forEachEntry(table, from: start) { e in try body(e.key, KeyRecord.decode(e.value)) }
-    }
-
-    /// Removes the key stored as `key` (raw bytes, as ``forEach(from:_:)`` gives them).
-    func delete(raw key: [UInt8]) throws { _ = try txn.delete(table, key: key) }
-
-    /// Keys stored.
-    func count() throws -> Int { try txn.statistics(table).entries }
 }
