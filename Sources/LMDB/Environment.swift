@@ -32,8 +32,9 @@ public struct EnvironmentConfiguration: Sendable {
     public var fileMode: UInt32 = 0o644
     /// How long to keep retrying an open that races another process's open or close (rule 6).
     public var openRetryMilliseconds: Int = 2000
-    /// How long a write waits for another process's write transaction before failing with
-    /// ``LMDBError/writeLockTimeout`` (a process stopped inside its transaction holds it).
+    /// How long a write waits without seeing the writers make progress before failing with
+    /// ``LMDBError/writeLockTimeout`` (a process stopped inside its transaction holds the lock;
+    /// one that commits or runs is waited for: ``WriterProgress``).
     public var writeTimeoutMilliseconds: Int = 5000
     /// Close the C environment after this long without a call (nil: never); the next call
     /// reopens it. Set by the first opener of the directory in this process.
@@ -170,6 +171,10 @@ public final class Environment: Sendable {
 
     /// The pid of the process holding the writer lock now, if one does and it can be told.
     public func writeLockHolder() -> Int32? { shared.writeLockHolder() }
+
+    /// How many writes that changed nothing synced the snapshot their answer rested on
+    /// (docs/lmdb.md rule 30), in this process: for tests.
+    package var settlingSyncs: Int { shared.settlingSyncs.load(ordering: .relaxed) }
 
     /// Suspends every environment of this process (the answer to iOS's 0xdead10cc): new calls
     /// throw ``LMDBError/suspended`` at once, without locking anything; transactions in flight

@@ -47,7 +47,7 @@ public enum LMDBError: Error, Hashable, Sendable, CustomStringConvertible {
     public var message: String {
         switch self {
         case .suspended: return "the process's ledgers are suspended (call resume() first)"
-        case .writeLockTimeout: return "another process held the write lock for longer than the write timeout"
+        case .writeLockTimeout: return "another process held the write lock without progress for longer than the write timeout"
         case .code(let code):
             guard let cString = mdb_strerror(code) else { return "LMDB error \(code)" }
             return String(cString: cString)

@@ -57,6 +57,10 @@ final class SharedEnvironment: @unchecked Sendable {
     /// When a call last used the environment (monotonic ms), for the idle close.
     private let lastUse = Atomic<Int>(0)
     private let writerLock = WriterLock()
+    /// What this process proved on disk of the open file (``SyncProof``); reset at each open.
+    private let syncProof = Mutex(SyncProof())
+    /// Syncs made for answers that rested on what was already stored (``settleDurability``), for tests.
+    let settlingSyncs = Atomic<Int>(0)
     /// The thread inside a write transaction of this environment: a write begun inside another
     /// on the same thread would wait forever for LMDB's writer mutex, which that thread holds.
     private let writingThread = Mutex<pthread_t?>(nil)
@@ -100,6 +104,7 @@ final class SharedEnvironment: @unchecked Sendable {
                 throw error
             }
             handle = opened
+            syncProof.withLock { $0 = SyncProof() }  // ids of the file opened now, which may not be the one before
             isOpen.store(true, ordering: .releasing)
             return true
         }
@@ -292,7 +297,7 @@ final class SharedEnvironment: @unchecked Sendable {
                 try check(mdb_reader_check(opened.env, &dead))
                 if dead > 0, attempt < 100 { continue }  // slots of dead processes freed: again
                 guard canReadWithoutSlot(opened) else { throw error }
-                try writerLock.acquire(opened.lockFile, timeoutMilliseconds: configuration.writeTimeoutMilliseconds)
+                try takeWriterLock(opened, timeoutMilliseconds: configuration.writeTimeoutMilliseconds)
                 defer { writerLock.release(opened.lockFile) }
                 return try Self.rawTransaction(opened, readOnly: false, body)
             }
@@ -305,12 +310,26 @@ final class SharedEnvironment: @unchecked Sendable {
         !configuration.readOnly && opened.lockFile >= 0
     }
 
+    /// This layer's writer lock, waited for while the writers make progress (``WriterLock``).
+    private func takeWriterLock(_ opened: OpenHandle, timeoutMilliseconds: Int) throws(LMDBError) {
+        try writerLock.acquire(opened.lockFile, timeoutMilliseconds: timeoutMilliseconds) {
+            WriterProgress(lastTransaction: Self.lastTransactionID(opened.env), holder: WriterLock.holder(opened.lockFile))
+        }
+    }
+
     // MARK: Environment-wide operations
 
     static func mapSize(_ env: OpaquePointer) -> Int {
         var info = MDB_envinfo()
         mdb_env_info(env, &info)
         return Int(info.me_mapsize)
+    }
+
+    /// The id of the file's last committed transaction (any process's), from the newer meta page.
+    static func lastTransactionID(_ env: OpaquePointer) -> Int {
+        var info = MDB_envinfo()
+        mdb_env_info(env, &info)
+        return Int(info.me_last_txnid)
     }
 
     func info() throws(LMDBError) -> EnvironmentInfo {
@@ -514,7 +533,7 @@ final class SharedEnvironment: @unchecked Sendable {
         while true {
             attempts += 1
             let attempt: Attempt<T> = try withHandle(untyped: { opened in
-                try writerLock.acquire(opened.lockFile, timeoutMilliseconds: configuration.writeTimeoutMilliseconds)
+                try takeWriterLock(opened, timeoutMilliseconds: configuration.writeTimeoutMilliseconds)
                 defer { writerLock.release(opened.lockFile) }
                 var txnPointer: OpaquePointer?
                 let code = mdb_txn_begin(opened.env, nil, 0, &txnPointer)
@@ -547,7 +566,7 @@ final class SharedEnvironment: @unchecked Sendable {
         while true {
             attempts += 1
             let attempt: Attempt<T> = try withHandle(untyped: { opened in
-                try writerLock.acquire(opened.lockFile, timeoutMilliseconds: timeoutMilliseconds)
+                try takeWriterLock(opened, timeoutMilliseconds: timeoutMilliseconds)
                 defer { writerLock.release(opened.lockFile) }
                 return try writeOnce(opened, retrying: attempts < 100, durability: durability, body)
             })
@@ -576,6 +595,7 @@ final class SharedEnvironment: @unchecked Sendable {
                 throw error
             }
         }
+        let mode = durability ?? currentDurability.withLock { $0 }
         // Under LMDB's writer mutex: the paths must still name the files this process writes
         // and coordinates through — two lstat calls (docs/lmdb.md rule 29, docs/benchmarks.md).
         if let problem = opened.identity?.problem(directory: directory) {
@@ -600,10 +620,31 @@ final class SharedEnvironment: @unchecked Sendable {
             return .growMap(seen: mapSeen)
         }
         // A failed commit has already freed the transaction: never abort after it (rule 8).
+        let id = Int(mdb_txn_id(txnPointer))
         let commit = mdb_txn_commit(txnPointer)
         if commit == MDB_MAP_FULL { return .growMap(seen: mapSeen) }
         try check(commit)
+        try settleDurability(opened, transaction: id, changed: txn.changed, mode: mode)
         return .done(value)
+    }
+
+    /// After the commit of write transaction `id` in `mode`: whatever its answer names is on disk
+    /// to the mode's standard, whoever wrote it (``SyncProof``). A commit that wrote pages synced
+    /// as its mode says; one that changed nothing synced nothing, so its snapshot is synced now
+    /// (`mdb_env_sync`) unless this process already proved it on disk.
+    private func settleDurability(_ opened: OpenHandle, transaction id: Int, changed: Bool, mode: Durability) throws(LMDBError) {
+        let snapshot = id - 1
+        let needsSync = syncProof.withLock { proof in
+            if changed {
+                proof.committed(id, mode: mode)
+                return false
+            }
+            return proof.needsSync(snapshot: snapshot, mode: mode)
+        }
+        guard needsSync else { return }
+        try check(mdb_env_sync(opened.env, 1))
+        syncProof.withLock { $0.synced(through: snapshot) }
+        settlingSyncs.add(1, ordering: .relaxed)
     }
 }
 
@@ -618,14 +659,27 @@ private final class WeakSharedEnvironment: @unchecked Sendable {
 /// inside its write transaction keeps it, so others give up after their timeout and can name it;
 /// a killed one loses it at once. `fcntl` locks belong to the process, so the threads of one
 /// process share it: the first takes it, the last releases it.
+///
+/// A waiter gives up only when the writers made no progress for a whole timeout
+/// (``WriterProgress``): while transactions commit, or the holder runs (only descheduled on a
+/// busy machine, or waiting for the disk), it waits on — up to ``runningHolderLimit`` timeouts
+/// for one holder that runs without committing (a write that never ends).
 final class WriterLock: Sendable {
     /// Writers of this process inside their write (holding the lock).
     private let holders = Mutex<Int>(0)
 
-    func acquire(_ fd: Int32, timeoutMilliseconds: Int) throws(LMDBError) {
+    /// How many timeouts a waiter grants one holder that keeps running without committing.
+    static let runningHolderLimit = 12
+
+    /// Takes the lock, waiting while the writers make progress; `look` reads the progress
+    /// signals (called only while waiting, once per timeout).
+    func acquire(_ fd: Int32, timeoutMilliseconds: Int, look: () -> WriterProgress) throws(LMDBError) {
         if fd < 0 { return }  // lock.mdb not writable: no write will succeed anyway
-        let deadline = monotonicMilliseconds() + timeoutMilliseconds
+        var deadline = monotonicMilliseconds() + timeoutMilliseconds
         var pause: UInt32 = 50
+        var earlier: WriterProgress?
+        /// When the holder began running without committing (for ``runningHolderLimit``).
+        var runningSince: Int?
         while true {
             let taken = try holders.withLock { (count: inout Int) throws(LMDBError) -> Bool in
                 if count > 0 { count += 1; return true }
@@ -640,7 +694,23 @@ final class WriterLock: Sendable {
             if taken { return }
             // A suspension waits for the transactions in flight: this one has not begun.
             if EnvironmentRegistry.isSuspended { throw .suspended }
-            if monotonicMilliseconds() > deadline { throw .writeLockTimeout }  // ">": never less than the timeout
+            let now = monotonicMilliseconds()
+            if earlier == nil { earlier = look() }
+            if now > deadline, let before = earlier {  // ">": never less than the timeout
+                let current = look()
+                switch current.verdict(since: before) {
+                case .committing:
+                    runningSince = nil
+                case .holderRunning:
+                    let since = runningSince ?? (now - timeoutMilliseconds)
+                    runningSince = since
+                    if now - since >= timeoutMilliseconds * Self.runningHolderLimit { throw .writeLockTimeout }
+                case .stalled:
+                    throw .writeLockTimeout
+                }
+                earlier = current
+                deadline = now + timeoutMilliseconds
+            }
             usleep(pause)
             pause = min(pause * 2, 2000)
         }

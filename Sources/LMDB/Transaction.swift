@@ -17,6 +17,9 @@ public final class Transaction {
     /// Set when an operation failed with `MDB_MAP_FULL`, even if the caller's closure
     /// caught the error: the transaction is dead and the write must be retried after growth.
     var sawMapFull = false
+    /// Set when a change succeeded: the commit writes pages (and syncs as its mode says). A
+    /// write transaction without it commits nothing and syncs nothing (docs/lmdb.md rule 30).
+    var changed = false
 
     init(pointer: OpaquePointer, isReadOnly: Bool) {
         self.pointer = pointer
@@ -37,9 +40,12 @@ public final class Transaction {
         if isReadOnly { throw LMDBError.permissionDenied }
     }
 
+    /// The outcome of a change (put, delete, drop): a failure is thrown, a success marks the
+    /// transaction ``changed``.
     func note(_ code: Int32) throws(LMDBError) {
         if code == MDB_MAP_FULL { sawMapFull = true }
         try check(code)
+        changed = true
     }
 
     // Every operation has a `[UInt8]` form that does the work and a generic form that copies

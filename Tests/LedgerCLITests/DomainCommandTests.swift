@@ -46,6 +46,18 @@ let scenarioLines = """
         for line in out.stdout.split(separator: "\n") where !line.hasPrefix("Widget ") { #expect(line.count <= 80) }
     }
 
+    /// What the text shows adds up to the badge: an announced message is named, as in the JSON.
+    @Test func humanOutputNamesAnnouncedMessages() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        let lines = #"{"type":"inbox.synced","data":{"mode":"full","messages":[{"id":"a","title":"A","sentAt":"2026-11-20T08:00:00Z"},{"id":"b","title":"B","sentAt":"2026-11-20T09:00:00Z"}]}}"# + "\n"
+            + #"{"type":"push.received","key":"push-c","data":{"messageID":"c"}}"# + "\n"
+        #expect(try ledger("append", path, input: lines).status == 0)
+        let out = try ledger("widget", path)
+        #expect(out.stdout.contains("badge 3 · 2 unread · 1 announced by pushes · 0 pending actions"), "\(out.stdout)")
+        #expect(try jsonObject(try ledger("widget", path, "--json").stdout)["announced"] as? Int == 1)
+    }
+
     @Test func invalidDomainEventNamesTheField() throws {
         let dir = TemporaryDirectory()
         let out = try ledger("append", dir.child("l"), input: #"{"type":"inbox.synced","data":{"mode":"full","messages":[{"id":"m","title":"t","sentAt":"yesterday"}]}}"#)

@@ -310,6 +310,24 @@ func stallInWrite(dir: String, seconds: Int) {
     }
 }
 
+/// Like `stall-in-write`, but running: spins on the CPU inside its write transaction for
+/// SECONDS (a writer that is slow, not stopped), then commits.
+func spinInWrite(dir: String, seconds: Int) {
+    do {
+        let env = try Environment.open(directory: dir, configuration: EnvironmentConfiguration())
+        try env.write { _ in
+            say("in-txn")
+            let end = monotonicSeconds() + Double(seconds)
+            var x: UInt64 = 1
+            while monotonicSeconds() < end { for _ in 0..<10_000 { x = x &* 6364136223846793005 &+ 1 } }
+            if x == 0 { say("unlikely") }
+        }
+        say("committed")
+    } catch {
+        die("spin-in-write: \(error)")
+    }
+}
+
 /// Takes the exclusive lock LMDB's first opener holds on byte 0 of `lock.mdb` while it
 /// initialises the file, says "holding", and keeps it (an opener stopped mid-open).
 func holdOpenLock(dir: String) {
@@ -568,6 +586,8 @@ case "hold-open-lock":  // hold-open-lock DIR
     holdOpenLock(dir: arg(2))
 case "stall-in-write":  // stall-in-write DIR SECONDS
     stallInWrite(dir: arg(2), seconds: int(3))
+case "spin-in-write":  // spin-in-write DIR SECONDS
+    spinInWrite(dir: arg(2), seconds: int(3))
 case "badge-burst":  // badge-burst DIR COUNT
     badgeBurst(dir: arg(2), count: int(3))
 case "sync-message":  // sync-message DIR ID TITLE

@@ -28,7 +28,7 @@ struct Append: ParsableCommand, GuardedCommand {
     @Option(help: "Commit durability (raised to the ledger's durability floor if weaker).")
     var durability: LedgerDurability = .durable
 
-    @Option(name: .customLong("write-timeout"), help: "Seconds to wait for another process's write before failing (exit 4).")
+    @Option(name: .customLong("write-timeout"), help: "Seconds to wait for another process's write without progress before failing (exit 4).")
     var writeTimeout: Double = 5
 
     func validate() throws {

@@ -15,6 +15,13 @@ enum Style {
 
     /// `line` cut to ``width`` columns, with `…` where it was cut.
     static func fit(_ line: String) -> String { line.count <= width ? line : String(line.prefix(width - 1)) + "…" }
+
+    /// The widget's counts as `ledger widget` and `ledger inspect` print them: everything the
+    /// badge adds up (docs/semantics.md, "Badge"), announced messages included when there are any.
+    static func widgetCounts(badge: Int, unread: Int, announced: Int, pendingActions: Int) -> String {
+        let announcedPart = announced > 0 ? " · \(announced) announced by pushes" : ""
+        return "badge \(badge) · \(unread) unread\(announcedPart) · \(pendingActions) pending actions"
+    }
 }
 
 enum Units {

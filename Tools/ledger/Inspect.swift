@@ -83,8 +83,7 @@ struct Inspect: ParsableCommand, GuardedCommand {
             lines.append("  snapshots  " + s.snapshots.map { "at \($0.sequence) (\($0.rows) rows)" }.joined(separator: " · "))
         }
         if !widget.items.isEmpty || widget.badge > 0 || widget.pendingActions > 0 || widget.announced > 0 {
-            let announced = widget.announced > 0 ? " · \(widget.announced) announced by pushes" : ""
-            lines.append("  widget     badge \(widget.badge) · \(widget.unreadCount) unread\(announced) · \(widget.pendingActions) pending actions")
+            lines.append("  widget     " + Style.widgetCounts(badge: widget.badge, unread: widget.unreadCount, announced: widget.announced, pendingActions: widget.pendingActions))
             for item in widget.items {
                 let row = "    \(item.read ? " " : "•") \(item.title)"
                 lines.append(Style.fit(row))

@@ -40,7 +40,7 @@ struct Widget: ParsableCommand, GuardedCommand {
             return
         }
         var lines = ["Widget \(location.path)"]
-        lines.append("  badge \(list.badge) · \(list.unreadCount) unread · \(actions.count) pending actions")
+        lines.append("  " + Style.widgetCounts(badge: list.badge, unread: list.unreadCount, announced: list.announced, pendingActions: actions.count))
         lines.append("  version \(list.version)" + (list.updatedAt.map { ", updated \($0.iso8601)" } ?? ""))
         if list.items.isEmpty { lines.append("  (no messages)") }
         for item in list.items {

@@ -15,6 +15,7 @@
 import ArgumentParser
 import Foundation
 import InboxLedger
+import Synchronization
 import TestSupport
 
 #if canImport(Glibc)
@@ -28,6 +29,21 @@ struct Failure: Error, CustomStringConvertible {
 
 // MARK: - Scenarios
 
+/// How a writer appends. `plain` appends new events; the others append the shared keyed events
+/// (`Writer.keyed`) through a call that answers from what is already stored when another
+/// process wrote them first — what a durable acknowledgement must still hold for (docs/lmdb.md
+/// rule 30).
+enum AppendPath: String {
+    /// `append(contentsOf:)` (synchronous).
+    case plain
+    /// `append(contentsOf:expectingHead:)` at the current head: a conditional append that finds its events.
+    case conditional
+    /// `await append(contentsOf:)`: the async API, the sync client's downlink call.
+    case async
+    /// A consumer reads the batch and commits its cursor over it (`Consumer.commit`).
+    case consumer
+}
+
 /// A process of a scenario: `threads` handles appending `batches` batches each with `mode`.
 struct Writer {
     var role: String
@@ -35,6 +51,12 @@ struct Writer {
     var batches: Int
     var threads = 1
     var pad = 0
+    /// Appends the scenario's keyed events (`keyed-BATCH-INDEX`, the same content in every
+    /// writer that has it), acknowledged under the role "keyed".
+    var keyed = false
+    var path: AppendPath = .plain
+    /// Starts once the writer of this role has exited (and so has committed everything).
+    var after: String? = nil
 }
 
 struct Scenario {
@@ -75,6 +97,25 @@ let scenarios: [Scenario] = [
     Scenario(name: "group-commit", writers: [Writer(role: "app", mode: .durable, batches: 8, threads: 4)]),
     Scenario(name: "map-growth", writers: [Writer(role: "app", mode: .durable, batches: 30, pad: 900)], initialMap: 64 << 10),
     Scenario(name: "compaction", writers: [Writer(role: "app", mode: .durable, batches: 30, pad: 200)], compacts: true),
+    // A notification extension appends keyed events with `singleSync` and the host app appends
+    // the same ones with `durable`: the host's answers are replays, which write nothing — they
+    // must still be on disk when the host acknowledges them (one scenario per call).
+    Scenario(name: "replay-keyed", writers: [
+        Writer(role: "ext", mode: .singleSync, batches: 8, keyed: true),
+        Writer(role: "app", mode: .durable, batches: 8, keyed: true, after: "ext"),
+    ]),
+    Scenario(name: "replay-conditional", writers: [
+        Writer(role: "ext", mode: .singleSync, batches: 8, keyed: true),
+        Writer(role: "app", mode: .durable, batches: 8, keyed: true, path: .conditional, after: "ext"),
+    ]),
+    Scenario(name: "replay-async", writers: [
+        Writer(role: "ext", mode: .singleSync, batches: 8, keyed: true),
+        Writer(role: "app", mode: .durable, batches: 8, keyed: true, path: .async, after: "ext"),
+    ]),
+    Scenario(name: "replay-consumer", writers: [
+        Writer(role: "ext", mode: .singleSync, batches: 8, keyed: true),
+        Writer(role: "app", mode: .durable, batches: 8, keyed: true, path: .consumer, after: "ext"),
+    ]),
     Scenario(name: "unsafe-none", writers: [
         Writer(role: "app", mode: .durable, batches: 12),
         Writer(role: "ext", mode: .none, batches: 24),
@@ -165,33 +206,71 @@ func materialise(_ ops: [Op], cut: Int, initial: [UInt8], keep: (Int, Int) -> Bo
 
 // MARK: - Roles run as child processes
 
-/// `write DIR ROLE MODE BATCHES THREADS PAD ACKFILE [INITIALMAP]`: appends batches of 1–4
-/// events and writes "ROLE MODE BATCH SEQ,SEQ…" to ACKFILE after each commit returns.
+/// Runs `body` on the cooperative pool and waits for it (the writer roles are synchronous).
+func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+    let done = DispatchSemaphore(value: 0)
+    let outcome = Mutex<Result<T, any Error>?>(nil)
+    Task {
+        let result: Result<T, any Error>
+        do { result = .success(try await body()) } catch { result = .failure(error) }
+        outcome.withLock { $0 = result }
+        done.signal()
+    }
+    done.wait()
+    guard let result = outcome.withLock({ $0 }) else { throw Failure("the async append did not finish") }
+    return try result.get()
+}
+
+/// Appends one batch by `path`; returns the sequences the call acknowledged.
+func appendBatch(_ events: [NewEvent], by path: AppendPath, to ledger: Ledger) throws -> [UInt64] {
+    switch path {
+    case .plain:
+        return try ledger.append(contentsOf: events)
+    case .conditional:
+        return try ledger.append(contentsOf: events, expectingHead: try ledger.headSequence())
+    case .async:
+        return try blocking { try await ledger.append(contentsOf: events) }
+    case .consumer:
+        // The batch another process appended, read and committed over by this consumer.
+        let consumer = try ledger.consumer(named: "crash-consumer")
+        let batch = try consumer.next(limit: events.count)
+        try consumer.commit(batch)
+        return batch.events.map(\.sequence)
+    }
+}
+
+/// `write DIR ROLE MODE BATCHES THREADS PAD ACKFILE PATH KEYED [INITIALMAP]`: appends batches of
+/// 1–4 events by PATH and writes "ROLE MODE BATCH SEQ,SEQ…" to ACKFILE after each call returns
+/// (KEYED "1": the shared keyed events, acknowledged as role "keyed").
 func writerMain(_ a: [String]) throws {
-    guard a.count >= 8, let mode = LedgerDurability(rawValue: a[3]), let batches = Int(a[4]), let threads = Int(a[5]), let pad = Int(a[6]) else {
+    guard a.count >= 10, let mode = LedgerDurability(rawValue: a[3]), let batches = Int(a[4]), let threads = Int(a[5]), let pad = Int(a[6]),
+          let path = AppendPath(rawValue: a[8]) else {
         throw Failure("bad write arguments")
     }
+    let keyed = a[9] == "1"
     let ack = open(a[7], O_WRONLY | O_CREAT | O_APPEND, 0o644)
     guard ack >= 0 else { throw Failure("cannot open \(a[7])") }
     let padding = String(repeating: "x", count: pad)
     DispatchQueue.concurrentPerform(iterations: threads) { t in
         let role = threads == 1 ? a[2] : "\(a[2])\(t)"
+        let writer = keyed ? "keyed" : role
         do {
             var options = LedgerOptions(role: role)
             options.durability = mode
             if let floor = ProcessInfo.processInfo.environment["LEDGER_CRASH_FLOOR"].flatMap(LedgerDurability.init(rawValue:)) {
                 options.durabilityFloor = floor
             }
-            if a.count > 8, let map = Int(a[8]) { options.initialMapSize = map }
+            if a.count > 10, let map = Int(a[10]) { options.initialMapSize = map }
             let ledger = try Ledger(path: a[1], options: options)
             var rng = SeededGenerator(seed: UInt64(t + 1) &* 7919)
             for b in 1...batches {
                 let n = Int.random(in: 1...4, using: &rng)
                 let events = (0..<n).map { k in
-                    NewEvent(type: "crash.test", payload: Array(#"{"w":"\#(role)","b":\#(b),"n":\#(n),"k":\#(k),"p":"\#(padding)"}"#.utf8))
+                    NewEvent(type: "crash.test", payload: Array(#"{"w":"\#(writer)","b":\#(b),"n":\#(n),"k":\#(k),"p":"\#(padding)"}"#.utf8),
+                             key: keyed ? "keyed-\(b)-\(k)" : nil)
                 }
-                let seqs = try ledger.append(contentsOf: events)
-                let line = Array("\(role) \(mode.rawValue) \(b) \(seqs.map(String.init).joined(separator: ","))\n".utf8)
+                let seqs = try appendBatch(events, by: path, to: ledger)
+                let line = Array("\(writer) \(mode.rawValue) \(b) \(seqs.map(String.init).joined(separator: ","))\n".utf8)
                 _ = line.withUnsafeBytes { Glibc.write(ack, $0.baseAddress, $0.count) }
             }
         } catch {
@@ -309,10 +388,18 @@ func explore(_ scenario: Scenario, root: String, cuts: Int, subsets: Int, verbos
     if let floor = scenario.floor { environment["LEDGER_CRASH_FLOOR"] = floor.rawValue }
     let me = Processes.product("ledger-crash-states")
     var children: [RunningProcess] = []
+    var started: [String: RunningProcess] = [:]
     for w in scenario.writers {
-        var args = ["write", ledgerPath, w.role, w.mode.rawValue, "\(w.batches)", "\(w.threads)", "\(w.pad)", dir + "/acks-" + w.role]
+        if let first = w.after.flatMap({ started[$0] }) {
+            let out = try first.wait(timeout: 300)
+            guard out.status == 0, !out.signalled else { throw Failure("\(scenario.name): a workload process failed: \(out.stderr)") }
+        }
+        var args = ["write", ledgerPath, w.role, w.mode.rawValue, "\(w.batches)", "\(w.threads)", "\(w.pad)", dir + "/acks-" + w.role,
+                    w.path.rawValue, w.keyed ? "1" : "0"]
         if let map = scenario.initialMap { args.append("\(map)") }
-        children.append(try Processes.start(me, args, environment: environment))
+        let child = try Processes.start(me, args, environment: environment)
+        children.append(child)
+        started[w.role] = child
     }
     if scenario.compacts {
         usleep(150_000)

@@ -59,7 +59,7 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The process's ledgers are suspended (``Ledger/suspend(waitingUpTo:)``): nothing was
     /// locked, read or written. Call ``Ledger/resume()`` first.
     case suspended
-    /// Another process held the write lock for longer than ``LedgerOptions/writeTimeout``
+    /// Another process held the write lock without progress for ``LedgerOptions/writeTimeout``
     /// (for example a process stopped or suspended inside its write): nothing was written.
     /// `holder` is its pid when it can be told.
     case writerBusy(path: String, holder: Int32?, waitedSeconds: Double)
@@ -104,7 +104,7 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case .storeFull(let path, let reason): "\(path): store full: \(reason)"
         case .suspended: "ledgers are suspended in this process (call Ledger.resume() first); nothing was done"
         case .writerBusy(let path, let holder, let waited):
-            "\(path): writer busy: \(holder.map { "process \($0)" } ?? "another process") held the write lock for more than \(waited) s (stopped or suspended inside its write?); nothing was written"
+            "\(path): writer busy: \(holder.map { "process \($0)" } ?? "another process") held the write lock without progress for \(waited) s (stopped or suspended inside its write?); nothing was written"
         case .readerSlotsFull(let path, let slots):
             "\(path): all \(slots) reader slots are held by live processes (`ledger inspect` lists them by pid); nothing was read: close ledgers in other processes or retry once some exit (slots of dead processes are reclaimed automatically; a writable opening needs no slot)"
         case .storage(let path, let operation, let code, let message): "\(path): \(operation) failed: \(message) (code \(code))"

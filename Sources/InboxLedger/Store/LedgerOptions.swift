@@ -87,10 +87,12 @@ public struct LedgerOptions: Sendable {
     public var maxEventBytes: Int = 64 << 10
     /// The most events one group commit takes from concurrent appenders.
     public var maxGroupCommitEvents: Int = 8192
-    /// How long an append (or any write) waits for another process's write transaction before
-    /// failing with ``LedgerError/writerBusy(path:holder:waitedSeconds:)``, in seconds. A process
-    /// stopped or suspended inside its write holds the lock until it runs again; a killed one
-    /// releases it at once.
+    /// How long an append (or any write) waits for another process's write transaction without
+    /// seeing progress before failing with ``LedgerError/writerBusy(path:holder:waitedSeconds:)``,
+    /// in seconds. A process stopped or suspended inside its write holds the lock until it runs
+    /// again, and is given up on after this long; one that keeps committing, or (Linux) keeps
+    /// running, only slowly, is waited for (docs/operations.md, "Bounded waits"). A killed one
+    /// releases the lock at once.
     public var writeTimeout: Double = 5
     /// For extensions suspended without warning: close the ledger's files (every lock and reader
     /// slot) after this many seconds without a call; the next call reopens them transparently

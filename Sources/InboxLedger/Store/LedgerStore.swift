@@ -200,6 +200,9 @@ final class LedgerStore: Sendable {
         }
     }
 
+    /// Syncs made for answers that rested on what was already stored (docs/lmdb.md rule 30): for tests.
+    var settlingSyncs: Int { environment.settlingSyncs }
+
     /// The durability the environment's last write committed with.
     var lastCommitDurability: Durability { environment.durability }
 

@@ -1,0 +1,88 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import LMDB
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Slow is not stopped (docs/operations.md): a writer waiting for the write lock gives up only
+/// when the holder made no progress for the write timeout.
+@Suite struct WriterProgressTests {
+    let agent = Processes.product("LedgerTestAgent")
+
+    /// The verdict, row by row.
+    @Test func theVerdictComparesTwoLooksOneTimeoutApart() {
+        func look(_ txn: Int, _ holder: Int32?, cpu: Int?, running: Bool) -> WriterProgress {
+            var p = WriterProgress(lastTransaction: txn, holder: nil)
+            p.holder = holder
+            p.holderCPU = cpu
+            p.holderRunning = running
+            return p
+        }
+        let before = look(10, 42, cpu: 100, running: false)
+        #expect(look(11, 42, cpu: 100, running: false).verdict(since: before) == .committing)
+        #expect(look(10, 43, cpu: 0, running: false).verdict(since: before) == .committing, "the lock changed hands")
+        #expect(look(10, nil, cpu: nil, running: false).verdict(since: before) == .committing, "released")
+        #expect(look(10, 42, cpu: 101, running: false).verdict(since: before) == .holderRunning)
+        #expect(look(10, 42, cpu: 100, running: true).verdict(since: before) == .holderRunning)
+        #expect(look(10, 42, cpu: 100, running: false).verdict(since: before) == .stalled)
+        #expect(look(10, 42, cpu: nil, running: false).verdict(since: look(10, 42, cpu: nil, running: false)) == .stalled,
+                "where the platform shows no holder state, only commits count")
+    }
+
+    @Test func statLinesAreSplitAfterTheLastParenthesis() {
+        let fields = WriterProgress.statFields("123 (a (b) c) S 1 2 3 4 5 6 7 8 9 10 11 12 13")
+        #expect(fields?.first == "S")
+        #expect(fields?[11] == "11" && fields?[12] == "12")
+        #expect(WriterProgress.statFields("garbage") == nil)
+    }
+
+    #if os(Linux)
+    /// A running process shows as running; a stopped one does not, and its CPU time stands still.
+    @Test func aStoppedProcessShowsNoActivity() throws {
+        #expect(WriterProgress.holderActivity(getpid())?.running == true, "this thread is running")
+        let child = try Processes.start(agent, ["hold-reader", TemporaryDirectory().path])
+        defer { child.kill(); _ = try? child.wait(timeout: 30) }
+        kill(child.pid, SIGSTOP)
+        // SIGSTOP is asynchronous: wait for the stop to show.
+        var state = WriterProgress.holderActivity(child.pid)
+        for _ in 0..<5000 where state?.running != false {
+            usleep(2000)
+            state = WriterProgress.holderActivity(child.pid)
+        }
+        #expect(state?.running == false)
+        usleep(50_000)
+        #expect(WriterProgress.holderActivity(child.pid)?.cpuTicks == state?.cpuTicks)
+        kill(child.pid, SIGCONT)
+    }
+    #endif
+
+    /// A holder that runs (on the CPU) inside its write for three times the timeout is waited
+    /// for: the writer commits after it instead of giving up.
+    @Test(.timeLimit(.minutes(2))) func aRunningHolderIsWaitedForPastTheTimeout() throws {
+        let dir = TemporaryDirectory()
+        var c = EnvironmentConfiguration()
+        c.writeTimeoutMilliseconds = 300
+        let env = try Environment.open(directory: dir.path, configuration: c)
+        let holder = try Processes.start(agent, ["spin-in-write", dir.path, "1"])
+        defer { holder.kill(); _ = try? holder.wait(timeout: 30) }
+        #expect(holder.waitForOutput(containing: "in-txn"))
+        try env.write { _ in }
+        #expect(holder.stdoutSoFar.contains("committed"), "the write went through only after the holder's")
+    }
+
+    /// A holder asleep inside its write (not running, not committing) is given up on after the timeout.
+    @Test(.timeLimit(.minutes(2))) func aHolderAsleepInItsWriteIsGivenUpOn() throws {
+        let dir = TemporaryDirectory()
+        var c = EnvironmentConfiguration()
+        c.writeTimeoutMilliseconds = 300
+        let env = try Environment.open(directory: dir.path, configuration: c)
+        let holder = try Processes.start(agent, ["stall-in-write", dir.path, "60"])
+        defer { holder.kill(); _ = try? holder.wait(timeout: 30) }
+        #expect(holder.waitForOutput(containing: "in-txn"))
+        #expect(throws: LMDBError.writeLockTimeout) { try env.write { _ in } }
+        #expect(env.writeLockHolder() == holder.pid)
+    }
+}
