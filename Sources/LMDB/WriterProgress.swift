@@ -13,8 +13,9 @@ import Darwin
 ///   committing are making progress however long a waiter has been queued behind them;
 /// - **the holder itself** (Linux): its CPU time (`/proc/PID/stat`, every thread) advanced, or
 ///   one of its threads is runnable or in uninterruptible I/O (`R`, `D` in `/proc/PID/task/*/stat`)
-///   — running, only descheduled or waiting for the disk. A holder stopped (`SIGSTOP`, a
-///   debugger), frozen (cgroup freezer) or sleeping inside its write shows neither.
+///   — running, only descheduled or waiting for the disk — unless its cgroup is frozen (the
+///   freezer's tasks show `D` on Linux 6.1+). A holder stopped (`SIGSTOP`, a debugger), frozen
+///   (cgroup freezer) or sleeping inside its write shows neither.
 ///
 /// Apple platforms show no other process's scheduling state to a sandboxed app, so there only
 /// the commits count (``holderActivity(_:)`` returns nil).
@@ -78,25 +79,51 @@ struct WriterProgress: Equatable {
                 running = state == "R" || state == "D"
             }
         }
+        // A frozen cgroup's tasks show `D` on Linux 6.1+ (cgroup v1 freezer): frozen is not running.
+        if running, isFrozen(pid) { running = false }
         return Activity(cpuTicks: utime + stime, running: running)
         #else
         return nil
         #endif
     }
 
+    /// Whether `pid` is in a frozen cgroup: the v1 freezer's `freezer.state` (`FROZEN`, or
+    /// `FREEZING` on the way), or v2's `cgroup.freeze` (`1`). What `docker pause`, systemd and
+    /// Android's app freezer do to a process; it looks like uninterruptible I/O from outside.
+    static func isFrozen(_ pid: Int32) -> Bool {
+        #if os(Linux)
+        guard let groups = readSmallFile("/proc/\(pid)/cgroup", limit: 4096) else { return false }
+        for line in groups.split(separator: "\n") {
+            // "ID:CONTROLLERS:PATH"; the path may itself hold colons.
+            let parts = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+            guard parts.count == 3 else { continue }
+            let path = String(parts[2])
+            if parts[1].split(separator: ",").contains("freezer") {
+                if let state = readSmallFile("/sys/fs/cgroup/freezer\(path)/freezer.state"),
+                   state.hasPrefix("FROZEN") || state.hasPrefix("FREEZING") { return true }
+            } else if parts[0] == "0", parts[1].isEmpty {
+                if let freeze = readSmallFile("/sys/fs/cgroup\(path)/cgroup.freeze"), freeze.hasPrefix("1") { return true }
+            }
+        }
+        #endif
+        return false
+    }
+
     /// The fields of a `/proc` stat line after the command name, from the state on (the name is
     /// in parentheses and may hold spaces and parentheses itself: split after the last `)`).
     static func statFields(_ line: String) -> [Substring]? {
-        guard let close = line.lastIndex(of: ")") else { return nil }
-        return line[line.index(after: close)...].split(separator: " ", omittingEmptySubsequences: true)
+        // Bytes, not Characters: a name ending in a prepend character (U+0600) joins the `)`
+        // into one grapheme cluster, which a search for the Character `)` misses.
+        guard let close = line.utf8.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        return line[line.utf8.index(after: close)...].split(separator: " ", omittingEmptySubsequences: true)
     }
 
-    /// The first 1 KiB of a small file (a `/proc` entry), or nil.
-    private static func readSmallFile(_ path: String) -> String? {
+    /// The first `limit` bytes of a small file (a `/proc` or cgroup entry), or nil.
+    private static func readSmallFile(_ path: String, limit: Int = 1024) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
-        var buffer = [UInt8](repeating: 0, count: 1024)
+        var buffer = [UInt8](repeating: 0, count: limit)
         let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
         guard count > 0 else { return nil }
         return String(decoding: buffer[..<count], as: UTF8.self)

@@ -16,6 +16,7 @@ import TestSupport
         "unknown": [],
         "announced": ["push m"],
         "announced·read": ["push m", "read m"],
+        "announced·unread": ["push m", "unread m"],
         "unread": ["delta [m unread]"],
         "read": ["delta [m read]"],
         "read here": ["delta [m unread]", "read m"],
@@ -151,7 +152,10 @@ import TestSupport
         let states = Array(matrix[0].dropFirst())
         #expect(Set(states) == Set(Self.setups.keys), "the table's states \(states), expected \(Self.setups.keys.sorted())")
         #expect(Set(states).isSubset(of: Set(shows.keys)), "a state the legend does not define: \(Set(states).subtracting(shows.keys))")
+        #expect(Set(shows.keys).isSubset(of: Set(states)), "states the legend defines with no column: \(Set(shows.keys).subtracting(states))")
         let rows = matrix.dropFirst().map { (event: Self.unquoted($0[0]), cells: Array($0.dropFirst())) }
+        let reached = Set(rows.flatMap(\.cells))
+        #expect(reached.isSubset(of: Set(states)), "cells lead to states with no column (their events are not stated): \(reached.subtracting(states))")
         #expect(Set(rows.map(\.event)) == Set(Self.events), "the table's events \(rows.map(\.event)), expected \(Self.events)")
 
         var checked = 0

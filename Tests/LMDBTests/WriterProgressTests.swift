@@ -43,8 +43,12 @@ import Glibc
     /// A running process shows as running; a stopped one does not, and its CPU time stands still.
     @Test func aStoppedProcessShowsNoActivity() throws {
         #expect(WriterProgress.holderActivity(getpid())?.running == true, "this thread is running")
-        let child = try Processes.start(agent, ["hold-reader", TemporaryDirectory().path])
+        // The directory must outlive the child (a temporary one is deleted at once, and the
+        // child, dead, reads as a zombie: no activity at all), and the child must be holding.
+        let dir = TemporaryDirectory()
+        let child = try Processes.start(agent, ["hold-reader", dir.path])
         defer { child.kill(); _ = try? child.wait(timeout: 30) }
+        #expect(child.waitForOutput(containing: "holding"))
         kill(child.pid, SIGSTOP)
         // SIGSTOP is asynchronous: wait for the stop to show.
         var state = WriterProgress.holderActivity(child.pid)
