@@ -1,5 +1,3 @@
-import LMDB
-
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -43,6 +41,8 @@ public final class Ledger: Sendable {
     /// The ledger's tables.
     var schema: Schema { store.schema }
     let commitQueue: CommitQueue
+    /// The append path (validation, group commit, the append transaction).
+    let log: EventLog
     let changeMonitor: ChangeMonitor
     /// The last widget list read in this process (shared by every handle of the directory).
     let widgetCache: WidgetCache
@@ -72,6 +72,8 @@ public final class Ledger: Sendable {
         self.changeMonitor = store.attachment(.changeMonitor) {
             ChangeMonitor(dataFile: path + "/data.mdb")
         }
+        self.log = EventLog(store: store, commitQueue: commitQueue, changeMonitor: changeMonitor, origin: origin,
+                            durability: store.durability, options: options)
         let metadata = store.storedMetadata
         if writeRefusal == nil, metadata.formatVersion < Schema.formatVersion { try upgradeFormat() }
         if writeRefusal == nil, metadata.projectionVersion < ProjectionRules.version { try upgradeProjections() }
@@ -113,7 +115,7 @@ public final class Ledger: Sendable {
 
     /// Runs `body` in one write transaction (on this thread) committed with this handle's
     /// durability, or with `durability` raised to the ledger's floor (``LedgerStore/write(_:durability:_:)``).
-    func write<T>(_ operation: String, durability requested: LedgerDurability? = nil, _ body: (Transaction) throws -> T) throws(LedgerError) -> T {
+    func write<T>(_ operation: String, durability requested: LedgerDurability? = nil, _ body: (StoreTransaction) throws -> T) throws(LedgerError) -> T {
         try store.write(operation, durability: requested, body)
     }
 
@@ -147,7 +149,27 @@ public final class Ledger: Sendable {
     public static var isSuspended: Bool { LedgerStore.isSuspended }
 
     /// Runs `body` in one short read transaction, mapping errors (``LedgerStore/read(_:_:)``).
-    func read<T>(_ operation: String, _ body: (Transaction) throws -> T) throws(LedgerError) -> T {
+    func read<T>(_ operation: String, _ body: (StoreTransaction) throws -> T) throws(LedgerError) -> T {
         try store.read(operation, body)
     }
+}
+
+// The per-directory objects of the façade, attached to the environment (one per directory per
+// process, shared by every handle): one key per kind, whose type fixes what it returns.
+
+extension AttachmentKey where Value == CommitQueue {
+    static let commitQueue = AttachmentKey("InboxLedger.CommitQueue")
+}
+
+extension AttachmentKey where Value == WidgetCache {
+    static let widgetCache = AttachmentKey("InboxLedger.WidgetCache")
+}
+
+extension AttachmentKey where Value == OffPoolWorker {
+    /// The thread of the async reads.
+    static let readWorker = AttachmentKey("InboxLedger.OffPoolWorker")
+}
+
+extension AttachmentKey where Value == ChangeMonitor {
+    static let changeMonitor = AttachmentKey("InboxLedger.ChangeMonitor")
 }

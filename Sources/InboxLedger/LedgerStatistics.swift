@@ -1,5 +1,3 @@
-import LMDB
-
 /// A snapshot of a ledger's contents and of its LMDB environment, for `ledger inspect`.
 public struct LedgerStatistics: Sendable, Hashable {
     /// Identity, format and durability floor of the ledger.
@@ -96,33 +94,34 @@ extension Ledger {
     /// Counts, sizes and reader slots, read in one short transaction.
     public func statistics() throws(LedgerError) -> LedgerStatistics {
         let info = try store.info()
-        let readers: [ReaderSlot]
-        do { readers = try store.readers() } catch {
-            throw LedgerError.from(error, path: path, operation: "read environment info")
+        let readers: [(pid: Int32, transactionID: Int?)]
+        switch store.readers() {
+        case .slots(let slots): readers = slots
+        case .unreadable(_, let error): throw error
         }
-        return try read("read statistics") { txn in
-            let head = try headSequence(in: txn)
-            let first = try firstSequence(in: txn)
-            let counts = try EventCounts.read(meta: schema.meta, legacy: schema.counters, in: txn)
+        return try read("read statistics") { tables in
+            let head = try tables.head()
+            let first = try tables.firstSequence()
+            let counts = try tables.eventCounts()
             return LedgerStatistics(
                 metadata: metadata, headSequence: head, firstSequence: first,
-                eventCount: try txn.statistics(schema.events).entries,
+                eventCount: try tables.events.count(),
                 countsByType: counts.byType, countsByOrigin: counts.byRole,
-                idempotencyKeys: try txn.statistics(schema.keys).entries,
+                idempotencyKeys: try tables.keys.count(),
                 fileBytes: info.fileSize, mapBytes: info.mapSize, usedBytes: info.usedBytes,
                 pageSize: info.pageSize, lastTransactionID: info.lastTransactionID,
                 maxReaders: info.maxReaders,
                 readers: readers.map { LedgerStatistics.Reader(pid: $0.pid, transactionID: $0.transactionID, isAlive: processIsAlive($0.pid)) },
-                logPages: try txn.statistics(schema.events).totalPages,
+                logPages: try tables.events.pages(),
                 totalPages: info.lastPageNumber + 1,
-                snapshots: try snapshotHeaders(in: txn),
-                lastCompaction: try schema.metaRecord(txn).get(Meta.lastCompaction).map {
+                snapshots: try tables.snapshots.headers(),
+                lastCompaction: try tables.meta.get(Meta.lastCompaction).map {
                     LedgerStatistics.CompactionSummary(
                         finishedAt: Timestamp(micros: $0.at), snapshotSequence: $0.snapshot, trimmedThrough: $0.trimmedThrough,
                         eventsTrimmed: Int($0.eventsTrimmed), seconds: Double($0.micros) / 1_000_000)
                 },
-                consumers: try consumers(in: txn),
-                projectionsAppliedThrough: try ProjectionState.load(from: schema.store(txn)).appliedThrough)
+                consumers: try tables.consumers.infos(head: head),
+                projectionsAppliedThrough: try ProjectionState.load(from: tables.projections).appliedThrough)
         }
     }
 

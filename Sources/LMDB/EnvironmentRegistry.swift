@@ -42,7 +42,7 @@ enum EnvironmentRegistry {
                     throw .incompatible
                 }
                 try openDatabases(existing, configuration: configuration)
-                existing.handleCount += 1
+                existing.handleCount.add(1, ordering: .relaxed)
                 return Environment(shared: existing, readOnly: configuration.readOnly)
             }
             let shared = SharedEnvironment(directory: directory, key: key, configuration: configuration)
@@ -53,7 +53,7 @@ enum EnvironmentRegistry {
                 shared.finish()
                 throw error
             }
-            shared.handleCount = 1
+            shared.handleCount.store(1, ordering: .relaxed)
             table[key] = shared
             return Environment(shared: shared, readOnly: configuration.readOnly)
         }
@@ -64,8 +64,7 @@ enum EnvironmentRegistry {
 
     static func release(_ shared: SharedEnvironment) {
         open.withLock { table in
-            shared.handleCount -= 1
-            if shared.handleCount == 0 {
+            if shared.handleCount.subtract(1, ordering: .relaxed).newValue == 0 {
                 table[shared.key] = nil
                 shared.finish()
             }
@@ -91,7 +90,8 @@ enum EnvironmentRegistry {
     }
 
     /// Opens every named database once: first in a read transaction (no writer lock, writes
-    /// nothing); only if some are missing and creation is allowed, in one write transaction.
+    /// nothing); only if some are missing and creation is allowed, in one write transaction —
+    /// a write like any other, behind this layer's writer lock (``SharedEnvironment/transaction(_:_:)``).
     private static func openDatabases(_ shared: SharedEnvironment, configuration: EnvironmentConfiguration) throws(LMDBError) {
         let wanted = configuration.databases.filter { name, _ in shared.databases.withLock { $0[name] == nil } }
             .sorted { $0.key < $1.key }
@@ -111,24 +111,31 @@ enum EnvironmentRegistry {
     private static func openDatabasesOnce(_ shared: SharedEnvironment, _ wanted: [(key: String, value: DatabaseFlags)],
                                           configuration: EnvironmentConfiguration) throws(LMDBError) {
         var missing: [(String, DatabaseFlags)] = []
-        try shared.withHandle { (opened: OpenHandle) throws(LMDBError) in
-            try shared.openingTransaction(opened) { (txn: OpaquePointer) throws(LMDBError) in
-                for (name, flags) in wanted {
-                    var dbi: MDB_dbi = 0
-                    let code = mdb_dbi_open(txn, name, UInt32(flags.subtracting(.create).rawValue), &dbi)
-                    if code == MDB_NOTFOUND { missing.append((name, flags)); continue }
-                    try check(code)
-                    shared.remember(Database(name: name, handle: dbi))
-                }
+        try transaction(shared, .opening) { txn throws(LMDBError) in
+            for (name, flags) in wanted {
+                var dbi: MDB_dbi = 0
+                let code = mdb_dbi_open(txn.pointer, name, UInt32(flags.subtracting(.create).rawValue), &dbi)
+                if code == MDB_NOTFOUND { missing.append((name, flags)); continue }
+                try check(code)
+                shared.remember(Database(name: name, handle: dbi))
             }
-            guard !missing.isEmpty, configuration.createDatabases, !shared.readOnly, !configuration.readOnly else { return }
-            try SharedEnvironment.rawTransaction(opened, readOnly: false) { (txn: OpaquePointer) throws(LMDBError) in
-                for (name, flags) in missing {
-                    var dbi: MDB_dbi = 0
-                    try check(mdb_dbi_open(txn, name, UInt32(flags.union(.create).rawValue), &dbi))
-                    shared.remember(Database(name: name, handle: dbi))
-                }
+        }
+        guard !missing.isEmpty, configuration.createDatabases, !shared.readOnly, !configuration.readOnly else { return }
+        try transaction(shared, .write(timeoutMilliseconds: configuration.writeTimeoutMilliseconds, durability: nil)) { txn throws(LMDBError) in
+            for (name, flags) in missing {
+                var dbi: MDB_dbi = 0
+                try check(mdb_dbi_open(txn.pointer, name, UInt32(flags.union(.create).rawValue), &dbi))
+                txn.changed = true  // the commit writes the new tables' records
+                shared.remember(Database(name: name, handle: dbi))
             }
+        }
+    }
+
+    /// ``SharedEnvironment/transaction(_:_:)`` for a body that throws only `LMDBError`.
+    private static func transaction(_ shared: SharedEnvironment, _ kind: TransactionKind,
+                                    _ body: (Transaction) throws(LMDBError) -> Void) throws(LMDBError) {
+        do { try shared.transaction(kind) { txn in try body(txn) } } catch {
+            throw (error as? LMDBError) ?? .badTransaction
         }
     }
 }

@@ -249,12 +249,8 @@ extension Environment {
 extension SharedEnvironment {
     /// Runs `body` with the ID of a fresh read transaction, held open for the call.
     func withReadTransactionID<T>(_ body: (UInt64) throws(LMDBError) -> T) throws(LMDBError) -> T {
-        try withHandle { (opened: OpenHandle) throws(LMDBError) -> T in
-            var txnPointer: OpaquePointer?
-            try check(mdb_txn_begin(opened.env, nil, UInt32(MDB_RDONLY), &txnPointer))
-            guard let txn = txnPointer else { throw .badTransaction }
-            defer { mdb_txn_abort(txn) }
-            return try body(UInt64(mdb_txn_id(txn)))
+        do { return try transaction(.read) { txn in try body(UInt64(txn.id)) } } catch {
+            throw (error as? LMDBError) ?? .badTransaction
         }
     }
 }

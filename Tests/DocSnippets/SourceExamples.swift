@@ -30,7 +30,7 @@ struct ExampleScenePhaseView: View {
     }
 }
 
-// LedgerError.swift
+// Domain/LedgerError.swift
 func exampleLedgerError(_ ledger: Ledger) throws {
     do {
         try ledger.append(NewEvent(type: "", payload: []))
@@ -39,7 +39,7 @@ func exampleLedgerError(_ ledger: Ledger) throws {
     }
 }
 
-// LedgerOptions.swift
+// Store/LedgerOptions.swift
 func exampleReadOnly(sharedContainer: String) throws {
     var options = LedgerOptions(role: "widget")
     options.readOnly = true
@@ -75,6 +75,11 @@ struct ExampleAsyncAppend {
     @MainActor func markAllRead(_ ids: [String]) async throws {
         try await ledger.append(.messageRead(ReadChange(ids: ids, read: true)))
     }
+}
+
+func exampleAsyncRequest(_ ledger: Ledger) async throws {
+    let receipt = try await ledger.append(AppendRequest(.badgeAdjusted(.delta(1)), key: "push-4711"))
+    _ = receipt
 }
 
 func exampleAsyncReceipt(_ ledger: Ledger) async throws {
@@ -163,7 +168,7 @@ enum ExampleUpcasting {
     }
 }
 
-// Changes/ChangeMonitor.swift
+// Ledger+Changes.swift
 func exampleWaitForChange(_ ledger: Ledger, refreshWidget: () -> Void) async throws {
     var seen = try await ledger.headSequence()
     while true {
@@ -260,20 +265,33 @@ func exampleDecode() throws {
     _ = event
 }
 
-// Log/Event.swift
+// Domain/Event.swift
 func exampleNewEvent(_ ledger: Ledger) throws {
     let event = NewEvent(type: "badge.adjusted", payload: Array(#"{"delta":1}"#.utf8), key: "push-42")
     let sequence = try ledger.append(event)
     _ = sequence
 }
 
-// Log/EventJSON.swift
+// Domain/EventJSON.swift
 func exampleEventJSON() throws {
     let event = try EventJSON.parse(#"{"type":"badge.adjusted","data":{"delta":1},"key":"push-7"}"#)
     _ = event
 }
 
-// Log/Ledger+Append.swift
+// Ledger+Append.swift
+func exampleAppendRequest(_ ledger: Ledger) throws {
+    let head = try ledger.headSequence()
+    let request = AppendRequest(.badgeAdjusted(.delta(1)), key: "push-4711", expectingHead: head)
+    let receipt = try ledger.append(request)
+    print(receipt.sequences, receipt.isReplay)
+}
+
+func exampleAppendRequestReplay(_ ledger: Ledger) throws {
+    let receipt = try ledger.append(AppendRequest(.badgeAdjusted(.delta(1)), key: "push-4711"))
+    let counted = !receipt.isReplay   // false when the push was delivered before
+    _ = counted
+}
+
 func exampleReceipt(_ ledger: Ledger, pushID: String) throws {
     let receipt = try ledger.appendWithReceipt(.badgeAdjusted(.delta(1)), key: "push-" + pushID)
     if receipt.isReplay { print("push \(pushID) was counted before, as event \(receipt.sequences[0])") }
@@ -302,13 +320,13 @@ func exampleExpectingHead(_ ledger: Ledger, decision: NewEvent) throws {
     _ = list
 }
 
-// Log/Ledger+Read.swift
+// Ledger+Read.swift
 func exampleIterator(_ ledger: Ledger, cursor: UInt64, handle: (Event) -> Void) throws {
     var iterator = ledger.iterator(after: cursor)
     while let event = try iterator.next() { handle(event) }
 }
 
-// Projections/Ledger+Widget.swift
+// Ledger+Widget.swift
 func exampleWidgetList(_ ledger: Ledger) throws {
     let list = try ledger.widgetList(limit: 5)
     for row in list.items { print(row.read ? " " : "•", row.title) }

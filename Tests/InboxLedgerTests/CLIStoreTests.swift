@@ -60,7 +60,7 @@ private func readingCommands(_ path: String) -> [[String]] {
         do {
             let ledger = try Ledger(path: path)
             try ledger.write("older rules") { txn in
-                try txn.put(ledger.schema.meta, key: Schema.MetaKey.projectionVersion, value: [1, 0, 0, 0])
+                try txn.rawTransaction.put(ledger.schema.meta, key: Schema.MetaKey.projectionVersion, value: [1, 0, 0, 0])
             }
         }
         let before = try fingerprint(path)
@@ -125,7 +125,7 @@ private func readingCommands(_ path: String) -> [[String]] {
         do {
             let ledger = try Ledger(path: path)
             let messages = try #require(ledger.schema.projections[.messages])
-            try ledger.write("damage") { txn in try txn.put(messages, key: Array("m1".utf8), value: [1, 2, 3]) }
+            try ledger.write("damage") { txn in try txn.rawTransaction.put(messages, key: Array("m1".utf8), value: [1, 2, 3]) }
             let error = #expect(throws: LedgerError.self) {
                 try ledger.append(.messageRead(ReadChange(ids: ["m1"], read: true)))
             }

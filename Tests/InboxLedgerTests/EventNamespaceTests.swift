@@ -11,7 +11,7 @@ extension Ledger {
     @discardableResult
     func storeAsOtherLibrary(_ events: [NewEvent]) throws -> [UInt64] {
         let prepared = events.map { PreparedEvent(type: $0.type, key: $0.key, payload: $0.payload, domain: .custom(type: $0.type, payload: $0.payload)) }
-        return try submit(prepared, cursor: nil).sequences
+        return try log.submit(prepared, cursor: nil).sequences
     }
 }
 
@@ -79,9 +79,9 @@ extension Ledger {
             ])
             // What that library left: projections of its rules, no record of the later built-ins.
             try old.write("simulate the older library") { txn in
-                try old.writeProjectionVersion(ProjectionRules.version - 1, in: txn)
+                try txn.meta.put(Meta.projectionVersion, ProjectionRules.version - 1)
                 for type in BuiltInEventType.allCases where !type.isOriginal {
-                    _ = try txn.delete(old.schema.meta, key: Schema.MetaKey.builtInSince(type))
+                    _ = try txn.rawTransaction.delete(old.schema.meta, key: Schema.MetaKey.builtInSince(type))
                 }
             }
         }
@@ -102,7 +102,7 @@ extension Ledger {
         #expect(try ledger.verifyProjections() == nil)
 
         // A rebuild after reopening (the record persists) gives the same.
-        try ledger.write("force a rebuild") { txn in try ledger.writeProjectionVersion(ProjectionRules.version - 1, in: txn) }
+        try ledger.write("force a rebuild") { txn in try txn.meta.put(Meta.projectionVersion, ProjectionRules.version - 1) }
         let reopened = try Ledger(path: path, options: LedgerOptions(role: "app"))
         #expect(try reopened.widgetList() == list)
         #expect(try reopened.verifyProjections() == nil)
@@ -110,7 +110,7 @@ extension Ledger {
 
     @Test func aNewLedgerInterpretsTheLaterBuiltInsFromItsFirstEvent() throws {
         let t = try TestLedger()
-        let since = try t.ledger.read("probe") { txn in try t.ledger.builtInBoundaries(in: txn).since }
+        let since = try t.ledger.read("probe") { txn in try txn.meta.builtInBoundaries().since }
         #expect(since == Dictionary(uniqueKeysWithValues: BuiltInEventType.allCases.filter { !$0.isOriginal }.map { ($0, UInt64(1)) }))
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("m1"), msg("m2")])))
         try t.ledger.append(.messageRemoved(MessageRemoval(ids: ["m1"])))

@@ -245,7 +245,7 @@ import TestSupport
         // A removal forgotten behind the ledger's back: a re-sync would bring the message back.
         try t.ledger.write("damage") { txn in
             guard let local = t.ledger.schema.projections[.local] else { return }
-            _ = try txn.delete(local, key: Array("a".utf8))
+            _ = try txn.rawTransaction.delete(local, key: Array("a".utf8))
         }
         let mismatch = try #require(try t.ledger.verifyProjections())
         #expect("\(mismatch)".contains("local"), "\(mismatch)")

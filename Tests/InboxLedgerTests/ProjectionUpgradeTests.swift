@@ -19,9 +19,9 @@ import LMDB
         if trimmed { try Compactor(ledger: ledger, policy: policy(tail: 50, chunk: 100)).runOnce() }
         let expected = try ledger.widgetList(limit: 50)
         try ledger.write("simulate old rules") { txn in
-            try ledger.writeProjectionVersion(version, in: txn)
+            try txn.meta.put(Meta.projectionVersion, version)
             guard let widget = ledger.schema.projections[.widget] else { return }
-            try txn.removeAll(widget)
+            try txn.rawTransaction.removeAll(widget)
         }
         return expected
     }
@@ -30,7 +30,7 @@ import LMDB
         var options = LedgerOptions(role: "probe")
         options.readOnly = true
         let ledger = try Ledger(path: path, options: options)
-        return try ledger.read("probe") { txn in try ledger.storedProjectionVersion(in: txn) }
+        return try ledger.read("probe") { txn in try txn.meta.projectionVersion(path: ledger.path) }
     }
 
     @Test func aWritableOpeningRebuildsProjectionsBuiltByOlderRules() throws {
@@ -99,8 +99,8 @@ import LMDB
             // What rules 1 left: no `local` rows, no record of the later built-in types.
             let ledger = try Ledger(path: path, options: LedgerOptions(role: "app-v1"))
             try ledger.write("simulate rules 1") { txn in
-                for type in BuiltInEventType.allCases where !type.isOriginal { _ = try txn.delete(ledger.schema.meta, key: Schema.MetaKey.builtInSince(type)) }
-                try ledger.writeProjectionVersion(1, in: txn)
+                for type in BuiltInEventType.allCases where !type.isOriginal { _ = try txn.rawTransaction.delete(ledger.schema.meta, key: Schema.MetaKey.builtInSince(type)) }
+                try txn.meta.put(Meta.projectionVersion, 1)
             }
         }
         #expect(try storedVersion(path) == 1)
@@ -119,7 +119,7 @@ import LMDB
         do {
             let ledger = try Ledger(path: path, options: LedgerOptions(role: "app-v2"))
             try appendMixed(ledger, count: 100, seed: 3)
-            try ledger.write("simulate newer rules") { txn in try ledger.writeProjectionVersion(ProjectionRules.version + 1, in: txn) }
+            try ledger.write("simulate newer rules") { txn in try txn.meta.put(Meta.projectionVersion, ProjectionRules.version + 1) }
         }
         let before = try #require(fileBytes(path + "/data.mdb"))
         let old = try Ledger(path: path, options: LedgerOptions(role: "app-v1"))
@@ -140,7 +140,7 @@ import LMDB
         let path = dir.child("ledger")
         do {
             let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
-            try ledger.write("damage") { txn in try txn.put(ledger.schema.meta, key: Schema.MetaKey.projectionVersion, value: [1, 0, 0]) }
+            try ledger.write("damage") { txn in try txn.rawTransaction.put(ledger.schema.meta, key: Schema.MetaKey.projectionVersion, value: [1, 0, 0]) }
         }
         #expect {
             _ = try Ledger(path: path, options: LedgerOptions(role: "app"))

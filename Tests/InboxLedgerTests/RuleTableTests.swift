@@ -96,7 +96,7 @@ import TestSupport
     /// The state of `m` in the ledger's projection tables, named as the table names it.
     static func state(of ledger: Ledger) throws -> String {
         let record = try ledger.read("rule table") { txn in
-            try ledger.schema.store(txn).get(.messages, Array("m".utf8)).map { bytes -> MessageRecord? in MessageRecord.decode(bytes) }
+            try txn.projections.get(.messages, Array("m".utf8)).map { bytes -> MessageRecord? in MessageRecord.decode(bytes) }
         }
         if let record {
             guard let record else { return "malformed" }

@@ -30,7 +30,7 @@ import TestSupport
         #expect(failures.withLock { $0 }.isEmpty)
         #expect(try env.read { try $0.statistics(db).entries } == 200)
         // A reset transaction keeps its slot; at most the pool's limit stays behind.
-        #expect(try ourSlots(env) <= SharedEnvironment.idleReaderLimit)
+        #expect(try ourSlots(env) <= ReaderPool.limit)
         // A renewed transaction reads the newest commit, not the snapshot it had before reset.
         try env.write { try $0.put(db, key: be(1_000), value: []) }
         #expect(try env.read { try $0.get(db, key: be(1_000)) } == [])

@@ -8,6 +8,18 @@ import Synchronization
 // returns its committed result.
 
 extension Ledger {
+    /// ``append(_:)-(AppendRequest)`` without blocking the caller's thread: every other async
+    /// `append` is this one.
+    ///
+    /// ```swift
+    /// let receipt = try await ledger.append(AppendRequest(.badgeAdjusted(.delta(1)), key: "push-4711"))
+    /// ```
+    @discardableResult
+    public func append(_ request: AppendRequest) async throws -> AppendReceipt {
+        if request.isEmpty, request.expectedHead == nil { return AppendReceipt(sequences: [], notes: []) }
+        return try await log.submitAsync(prepare(request), cursor: nil, expectedHead: request.expectedHead)
+    }
+
     /// Appends one event without blocking the caller's thread; see ``append(_:)-(NewEvent)``.
     ///
     /// ```swift
@@ -17,13 +29,13 @@ extension Ledger {
     /// ```
     @discardableResult
     public func append(_ event: NewEvent) async throws -> UInt64 {
-        try Ledger.first(of: try await appendWithReceipt(contentsOf: [event]), path: path)
+        try Ledger.first(of: try await append(AppendRequest([event])), path: path)
     }
 
     /// Appends a domain event without blocking; see ``append(_:key:)-(DomainEvent,_)``.
     @discardableResult
     public func append(_ event: DomainEvent, key: String? = nil) async throws -> UInt64 {
-        try Ledger.first(of: await submitAsync(prepare(domain: [(event, key)]), cursor: nil), path: path)
+        try Ledger.first(of: await append(AppendRequest(event, key: key)), path: path)
     }
 
     /// Appends an app-defined event without blocking; see ``LedgerEvent``.
@@ -40,8 +52,7 @@ extension Ledger {
 
     /// ``append(contentsOf:)``, also returning what the projections noticed, without blocking.
     public func appendWithReceipt(contentsOf events: [NewEvent]) async throws -> AppendReceipt {
-        if events.isEmpty { return AppendReceipt(sequences: [], notes: []) }
-        return try await submitAsync(prepare(events), cursor: nil)
+        try await append(AppendRequest(events))
     }
 
     /// ``appendWithReceipt(_:key:)-(DomainEvent,_)`` without blocking: the receipt says whether a
@@ -51,13 +62,13 @@ extension Ledger {
     /// let receipt = try await ledger.appendWithReceipt(.badgeAdjusted(.delta(1)), key: "push-4711")
     /// ```
     public func appendWithReceipt(_ event: DomainEvent, key: String? = nil) async throws -> AppendReceipt {
-        try await submitAsync(prepare(domain: [(event, key)]), cursor: nil)
+        try await append(AppendRequest(event, key: key))
     }
 
     /// ``append(contentsOf:expectingHead:)`` without blocking.
     @discardableResult
     public func append(contentsOf events: [NewEvent], expectingHead: UInt64) async throws -> [UInt64] {
-        try await submitAsync(prepare(events), cursor: nil, expectedHead: expectingHead).sequences
+        try await append(AppendRequest(events, expectingHead: expectingHead)).sequences
     }
 
     /// The widget's list, read off the cooperative pool; see ``widgetList(limit:now:)``.
@@ -93,35 +104,6 @@ extension Ledger {
     public func events(after sequence: UInt64 = 0, limit: Int = 1000) async throws -> [Event] {
         try await readWorker.run { [self] () throws(LedgerError) in try events(after: sequence, limit: limit) }
     }
-
-    /// Hands the request to the commit queue's leader thread and waits for its outcome without
-    /// blocking a thread.
-    func submitAsync(_ prepared: [PreparedEvent], cursor: CursorCommit?, expectedHead: UInt64? = nil) async throws -> AppendReceipt {
-        try checkWritable()
-        let request = CommitRequest(events: prepared, origin: origin, durability: durability, cursor: cursor, expectedHead: expectedHead)
-        /// The ticket once submitted, or whether cancellation came first.
-        let submission = Mutex<(ticket: UInt64?, cancelled: Bool)>((nil, false))
-        let queue = commitQueue
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<AppendReceipt, any Error>) in
-                let ticket = queue.submitAsync(
-                    request, maxEvents: options.maxGroupCommitEvents,
-                    commit: { [self] batch in commit(batch) },
-                    completion: { continuation.resume(with: $0) })
-                let cancelled = submission.withLock { s -> Bool in
-                    s.ticket = ticket
-                    return s.cancelled
-                }
-                if cancelled { queue.cancel(ticket) }
-            }
-        } onCancel: {
-            let ticket = submission.withLock { s -> UInt64? in
-                s.cancelled = true
-                return s.ticket
-            }
-            if let ticket { queue.cancel(ticket) }
-        }
-    }
 }
 
 extension Consumer {
@@ -144,8 +126,8 @@ extension Consumer {
     /// ```
     @discardableResult
     public func commit(_ batch: ConsumerBatch, appending events: [NewEvent] = []) async throws -> AppendReceipt {
-        let prepared = try ledger.prepare(events)
+        let prepared = try ledger.log.prepare(events)
         let cursor = CursorCommit(name: name, expected: batch.after, through: batch.through)
-        return try await ledger.retryingTransient { [ledger] in try await ledger.submitAsync(prepared, cursor: cursor) }
+        return try await ledger.retryingTransient { [ledger] in try await ledger.log.submitAsync(prepared, cursor: cursor) }
     }
 }

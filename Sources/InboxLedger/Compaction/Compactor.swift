@@ -1,5 +1,3 @@
-import LMDB
-
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -58,16 +56,16 @@ public final class Compactor: Sendable {
     }
 
     private func plan(now: Int64) throws(LedgerError) -> Plan {
-        try ledger.read("plan compaction") { txn in
-            let head = try ledger.headSequence(in: txn)
-            let first = try ledger.firstSequence(in: txn)
+        try ledger.read("plan compaction") { tables in
+            let head = try tables.head()
+            let first = try tables.firstSequence()
             let tail = UInt64(max(0, policy.retainedTail))
             var limit = head > tail ? head - tail : 0
             var blockers: [CompactionReport.Blocker] = []
             if tail > 0, limit < head { blockers.append(.retainedTail(through: limit)) }
             var expired: [String] = []
             let leaseMicros = Int64(policy.consumerLeaseSeconds * 1_000_000)
-            for info in try ledger.consumers(in: txn) {
+            for info in try tables.consumers.infos(head: head) {
                 if now - info.lastSeen.micros > leaseMicros {
                     expired.append(info.name)
                 } else if info.cursor < limit {
@@ -75,7 +73,7 @@ public final class Compactor: Sendable {
                     blockers.append(.consumer(name: info.name, cursor: info.cursor))
                 }
             }
-            let latest = try ledger.snapshotHeaders(in: txn).last?.sequence
+            let latest = try tables.snapshots.headers().last?.sequence
             return Plan(head: head, first: first, trimThrough: limit, latestSnapshot: latest, blockers: blockers, expired: expired)
         }
     }
@@ -123,13 +121,13 @@ public final class Compactor: Sendable {
             report.eventsTrimmed = 0
             if willTrim {
                 if (plan.latestSnapshot ?? 0) < plan.trimThrough || plan.latestSnapshot == nil {
-                    let info = try ledger.write("write snapshot", durability: .singleSync) { txn in try ledger.writeSnapshot(in: txn, now: now) }
+                    let info = try ledger.write("write snapshot", durability: .singleSync) { tables in try tables.writeSnapshot(now: now) }
                     report.snapshotSequence = info.sequence
                     report.snapshotWritten = true
                     faultHook?(.snapshotWritten)
                 }
                 while true {
-                    let trimmed = try ledger.write("trim", durability: .singleSync) { txn in try trimChunk(through: plan.trimThrough, now: now, in: txn) }
+                    let trimmed = try ledger.write("trim", durability: .singleSync) { tables in try trimChunk(through: plan.trimThrough, now: now, in: tables) }
                     if trimmed == 0 { break }
                     report.eventsTrimmed += trimmed
                     report.chunks += 1
@@ -141,24 +139,24 @@ public final class Compactor: Sendable {
             faultHook?(.keysSwept)
             report.snapshotsDeleted = try pruneSnapshots()
             faultHook?(.snapshotsPruned)
-            let (first, head) = try ledger.read("read range") { txn in
-                (try ledger.firstSequence(in: txn), try ledger.headSequence(in: txn))
+            let (first, head) = try ledger.read("read range") { tables in
+                (try tables.firstSequence(), try tables.head())
             }
             report.firstSequence = first
             report.headSequence = head
             report.seconds = monotonicSeconds() - started
             let finished = report
             let didWork = finished.eventsTrimmed > 0 || finished.snapshotWritten || finished.snapshotsDeleted > 0 || finished.keysForgotten > 0
-            try ledger.write("record compaction") { txn in
+            try ledger.write("record compaction") { tables in
                 if didWork {
-                    try ledger.schema.metaRecord(txn).put(Meta.lastCompaction, CompactionRecord(finished, at: now))
+                    try tables.meta.put(Meta.lastCompaction, CompactionRecord(finished, at: now))
                 }
-                try releaseLease(in: txn)
+                try releaseLease(in: tables)
             }
             faultHook?(.finished)
         } catch {
             // The run's own error is what the caller needs; an unreleased lease expires by itself.
-            _ = try? ledger.write("release lease") { txn in try releaseLease(in: txn) }
+            _ = try? ledger.write("release lease") { tables in try releaseLease(in: tables) }
             throw error
         }
         return report
@@ -204,23 +202,23 @@ public final class Compactor: Sendable {
 
     /// Takes the compaction lease, or returns the pid of a live process holding it.
     private func acquireLease(now: Int64) throws(LedgerError) -> Int32? {
-        try ledger.write("take compaction lease") { txn -> Int32? in
-            if let lease = try ledger.schema.metaRecord(txn).get(Meta.compactorLease),  // an unreadable lease is taken over
+        try ledger.write("take compaction lease") { tables -> Int32? in
+            if let lease = try tables.meta.get(Meta.compactorLease),  // an unreadable lease is taken over
                lease.owner != token, lease.expires > now, processIsAlive(lease.pid) {
                 return lease.pid
             }
-            try renewLease(now: now, in: txn)
+            try renewLease(now: now, in: tables)
             return nil
         }
     }
 
-    private func renewLease(now: Int64, in txn: Transaction) throws {
+    private func renewLease(now: Int64, in tables: StoreTransaction) throws {
         let lease = LeaseRecord(pid: getpid(), owner: token, expires: now + LeaseRecord.duration)
-        try ledger.schema.metaRecord(txn).put(Meta.compactorLease, lease)
+        try tables.meta.put(Meta.compactorLease, lease)
     }
 
-    private func releaseLease(in txn: Transaction) throws {
-        let meta = ledger.schema.metaRecord(txn)
+    private func releaseLease(in tables: StoreTransaction) throws {
+        let meta = tables.meta
         guard try meta.get(Meta.compactorLease)?.owner == token else { return }
         try meta.delete(Meta.compactorLease)
     }
@@ -232,38 +230,18 @@ public final class Compactor: Sendable {
     /// moment a compactor trimmed its event, by the compactor's clock. So a writer whose clock
     /// is behind cannot make a key expire early (its retry would be appended twice); only
     /// ``sweepKeys(now:)`` forgets keys, and it counts them.
-    private func trimChunk(through: UInt64, now: Int64, in txn: Transaction) throws -> Int {
-        let schema = ledger.schema
+    private func trimChunk(through: UInt64, now: Int64, in tables: StoreTransaction) throws -> Int {
         var counts = EventCounts()
-        var keys: [(key: String, sequence: UInt64)] = []
-        // One pass of the cursor: each record is deleted where the cursor stands (no second
-        // search), and the next first record is where it stands after the delete.
-        let trimmed = try txn.withCursor(schema.events) { cursor -> Int in
-            var trimmed = 0
-            var entry = try cursor.first()
-            while let e = entry, trimmed < max(1, policy.chunkSize) {
-                guard let seq = SequenceKey.decode(e.key), seq <= through else { break }
-                // A record whose header is damaged is trimmed all the same; only its counters are lost.
-                if let header = EventRecord.peek(e.value) {
-                    counts.count(type: header.type, role: header.role)
-                    if let key = header.key { keys.append((key, seq)) }
-                }
-                try cursor.deleteCurrent()
-                trimmed += 1
-                entry = try cursor.first()
-            }
-            return trimmed
+        let trimmed = try tables.events.trimFront(through: through, limit: policy.chunkSize)
+        for record in trimmed {
+            // A record whose header is damaged is trimmed all the same; only its counters are lost.
+            guard let header = record.header else { continue }
+            counts.count(type: header.type, role: header.role)
+            if let key = header.key { try tables.keys.restamp(key, sequence: record.sequence, now: now) }
         }
-        for (key, seq) in keys {
-            if let bytes = try txn.get(schema.keys, key: Array(key.utf8)), var stored = KeyRecord.decode(bytes),
-               stored.sequence == seq, stored.time < now {
-                stored.time = now
-                try txn.put(schema.keys, key: Array(key.utf8), value: stored.encode())
-            }
-        }
-        try counts.apply(to: schema.metaRecord(txn), subtracting: true)
-        if trimmed > 0 { try renewLease(now: currentMicros(), in: txn) }
-        return trimmed
+        try counts.apply(to: tables.meta, subtracting: true)
+        if !trimmed.isEmpty { try renewLease(now: currentMicros(), in: tables) }
+        return trimmed.count
     }
 
     /// Forgets keys whose event is trimmed and whose window has passed, a chunk per transaction;
@@ -273,20 +251,20 @@ public final class Compactor: Sendable {
         var position: [UInt8] = []
         var forgotten = 0
         while true {
-            let (deleted, next) = try ledger.write("forget keys", durability: .singleSync) { txn -> (Int, [UInt8]?) in
-                let first = try ledger.firstSequence(in: txn)
+            let (deleted, next) = try ledger.write("forget keys", durability: .singleSync) { tables -> (Int, [UInt8]?) in
+                let first = try tables.firstSequence()
                 var doomed: [[UInt8]] = []
                 var next: [UInt8]?
                 var examined = 0
-                try txn.forEachEntry(ledger.schema.keys, from: position) { e in
-                    if examined == max(1, policy.chunkSize) * 4 { next = e.key; return .stop }
+                try tables.keys.forEach(from: position) { key, record in
+                    if examined == max(1, policy.chunkSize) * 4 { next = key; return .stop }
                     examined += 1
-                    if let record = KeyRecord.decode(e.value), record.sequence < first, record.time < cutoff {
-                        doomed.append(e.key)
+                    if let record, record.sequence < first, record.time < cutoff {
+                        doomed.append(key)
                     }
                     return .next
                 }
-                for key in doomed { try txn.delete(ledger.schema.keys, key: key) }
+                for key in doomed { try tables.keys.delete(raw: key) }
                 return (doomed.count, next)
             }
             forgotten += deleted
@@ -297,26 +275,19 @@ public final class Compactor: Sendable {
 
     /// Deletes snapshots beyond the newest `keepSnapshots` and any left incomplete.
     private func pruneSnapshots() throws(LedgerError) -> Int {
-        let present = try ledger.read("list snapshots") { txn in try ledger.snapshotPrefixes(in: txn) }
+        let present = try ledger.read("list snapshots") { tables in try tables.snapshots.prefixes() }
         let complete = present.filter { $0.info != nil }
         let keep = Set(complete.suffix(max(1, policy.keepSnapshots)).map(\.sequence))
         var deleted = 0
         for snapshot in present where !keep.contains(snapshot.sequence) {
-            while try ledger.write("delete snapshot", durability: .singleSync, { txn in try ledger.deleteSnapshotRows(snapshot.sequence, limit: max(1, policy.chunkSize), in: txn) }) > 0 {}
+            while try ledger.write("delete snapshot", durability: .singleSync, { tables in try tables.snapshots.deleteRows(snapshot.sequence, limit: max(1, policy.chunkSize)) }) > 0 {}
             if snapshot.info != nil { deleted += 1 }
         }
         return deleted
     }
 }
 
-/// The last compaction, kept in the meta table for `inspect`.
-struct CompactionRecord: Hashable, Sendable, MetaStorable {
-    var at: Int64
-    var snapshot: UInt64
-    var trimmedThrough: UInt64
-    var eventsTrimmed: UInt64
-    var micros: UInt64
-
+extension CompactionRecord {
     init(_ report: CompactionReport, at: Int64) {
         self.at = at
         snapshot = report.snapshotSequence ?? 0
@@ -324,33 +295,4 @@ struct CompactionRecord: Hashable, Sendable, MetaStorable {
         eventsTrimmed = UInt64(report.eventsTrimmed)
         micros = UInt64(max(0, report.seconds * 1_000_000))
     }
-
-    init(at: Int64, snapshot: UInt64, trimmedThrough: UInt64, eventsTrimmed: UInt64, micros: UInt64) {
-        self.at = at
-        self.snapshot = snapshot
-        self.trimmedThrough = trimmedThrough
-        self.eventsTrimmed = eventsTrimmed
-        self.micros = micros
-    }
-
-    func encode() -> [UInt8] {
-        var w = ByteWriter(capacity: 40)
-        for v in [UInt64(bitPattern: at), snapshot, trimmedThrough, eventsTrimmed, micros] { w.u64be(v) }
-        return w.bytes
-    }
-
-    static func decode(_ bytes: [UInt8]) -> CompactionRecord? {
-        var r = ByteReader(bytes)
-        guard let a = r.u64be(), let s = r.u64be(), let t = r.u64be(), let n = r.u64be(), let m = r.u64be(), r.remaining == 0 else { return nil }
-        return CompactionRecord(at: Int64(bitPattern: a), snapshot: s, trimmedThrough: t, eventsTrimmed: n, micros: m)
-    }
-}
-
-extension LeaseRecord: MetaStorable {}
-
-extension Meta {
-    /// The last compaction that did work.
-    static let lastCompaction = MetaField<MetaEncodings.Record<CompactionRecord>>(Schema.MetaKey.lastCompaction)
-    /// The compactor's lease: one compaction at a time across processes.
-    static let compactorLease = MetaField<MetaEncodings.Record<LeaseRecord>>(Schema.MetaKey.compactorLease)
 }

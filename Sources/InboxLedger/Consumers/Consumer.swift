@@ -1,19 +1,3 @@
-import LMDB
-
-/// What `ledger consumers` and ``Ledger/consumers()`` report about one consumer.
-public struct ConsumerInfo: Hashable, Sendable, Codable, Identifiable {
-    /// Its name.
-    public var name: String
-    /// The last sequence it handled.
-    public var cursor: UInt64
-    /// Events appended after its cursor.
-    public var lag: UInt64
-    /// Its last commit or heartbeat.
-    public var lastSeen: Timestamp
-    /// When it was registered.
-    public var createdAt: Timestamp
-}
-
 /// Events a consumer read, to handle and then commit with ``Consumer/commit(_:appending:)``.
 public struct ConsumerBatch: Hashable, Sendable, Codable {
     /// The cursor the events were read after.
@@ -56,17 +40,17 @@ public final class Consumer: Sendable {
 
     /// The last sequence this consumer committed.
     public func cursor() throws(LedgerError) -> UInt64 {
-        try ledger.read("read consumer") { txn in try ledger.consumerRecord(name, in: txn)?.cursor ?? 0 }
+        try ledger.read("read consumer") { tables in try tables.consumers.record(name)?.cursor ?? 0 }
     }
 
     /// Up to `limit` events after the cursor, in one short read transaction. Throws
     /// ``LedgerError/consumerGap(name:cursor:firstAvailable:)`` if events it has not read were trimmed.
     public func next(limit: Int = 100) throws(LedgerError) -> ConsumerBatch {
-        try ledger.read("read consumer") { txn in
-            guard let record = try ledger.consumerRecord(name, in: txn) else { throw LedgerError.unknownConsumer(name: name) }
-            let first = try ledger.firstSequence(in: txn)
+        try ledger.read("read consumer") { tables in
+            guard let record = try tables.consumers.record(name) else { throw LedgerError.unknownConsumer(name: name) }
+            let first = try tables.firstSequence()
             if record.cursor + 1 < first { throw LedgerError.consumerGap(name: name, cursor: record.cursor, firstAvailable: first) }
-            return ConsumerBatch(after: record.cursor, events: try ledger.upcast(try ledger.events(after: record.cursor, limit: limit, in: txn)))
+            return ConsumerBatch(after: record.cursor, events: try ledger.upcast(try tables.events.events(after: record.cursor, limit: limit)))
         }
     }
 
@@ -75,8 +59,8 @@ public final class Consumer: Sendable {
     /// instance of this consumer committed since `batch` was read.
     @discardableResult
     public func commit(_ batch: ConsumerBatch, appending events: [NewEvent] = []) throws(LedgerError) -> AppendReceipt {
-        let prepared = try ledger.prepare(events)
-        return try ledger.submit(prepared, cursor: CursorCommit(name: name, expected: batch.after, through: batch.through))
+        let prepared = try ledger.log.prepare(events)
+        return try ledger.log.submit(prepared, cursor: CursorCommit(name: name, expected: batch.after, through: batch.through))
     }
 
     /// After a ``LedgerError/consumerGap(name:cursor:firstAvailable:)``: moves the cursor to the
@@ -87,14 +71,14 @@ public final class Consumer: Sendable {
     public func rebase() throws(LedgerError) -> UInt64 {
         let cursor = try cursor()
         let head = try ledger.headSequence()
-        _ = try ledger.submit([], cursor: CursorCommit(name: name, expected: cursor, through: head))
+        _ = try ledger.log.submit([], cursor: CursorCommit(name: name, expected: cursor, through: head))
         return head
     }
 
     /// Renews the lease without moving the cursor.
     public func heartbeat() throws(LedgerError) {
         let cursor = try cursor()
-        _ = try ledger.submit([], cursor: CursorCommit(name: name, expected: cursor, through: cursor))
+        _ = try ledger.log.submit([], cursor: CursorCommit(name: name, expected: cursor, through: cursor))
     }
 }
 
@@ -116,20 +100,20 @@ extension Ledger {
         guard (1...128).contains(name.utf8.count) else {
             throw .invalidArgument(name: "consumer name", reason: "must be 1–128 bytes, got \(name.utf8.count)")
         }
-        let exists = try read("read consumer") { txn in try consumerRecord(name, in: txn) != nil }
+        let exists = try read("read consumer") { tables in try tables.consumers.record(name) != nil }
         if !exists {
             try checkWritable()
-            try write("register consumer") { txn in
-                guard try consumerRecord(name, in: txn) == nil else { return }
+            try write("register consumer") { tables in
+                guard try tables.consumers.record(name) == nil else { return }
                 let now = options.clock.now().micros
                 // `.beginning` is the first event still in the log: on a trimmed log, a cursor of 0
                 // would be behind the trim (a consumer gap) from its very first call.
                 let cursor = switch start {
-                case .end: try headSequence(in: txn)
-                case .beginning: try firstSequence(in: txn) - 1
+                case .end: try tables.head()
+                case .beginning: try tables.firstSequence() - 1
                 case .origin: UInt64(0)
                 }
-                try writeConsumer(ConsumerRecord(cursor: cursor, lastSeen: now, createdAt: now), named: name, in: txn)
+                try tables.consumers.write(ConsumerRecord(cursor: cursor, lastSeen: now, createdAt: now), named: name)
             }
         }
         return Consumer(name: name, ledger: self)
@@ -137,29 +121,13 @@ extension Ledger {
 
     /// Every registered consumer with its cursor, lag and lease.
     public func consumers() throws(LedgerError) -> [ConsumerInfo] {
-        try read("read consumers") { txn in try consumers(in: txn) }
-    }
-
-    func consumers(in txn: Transaction) throws -> [ConsumerInfo] {
-        let head = try headSequence(in: txn)
-        var infos: [ConsumerInfo] = []
-        try txn.forEachEntry(schema.consumers) { e in
-            let name = String(decoding: e.key, as: UTF8.self)
-            guard let record = ConsumerRecord.decode(e.value) else {
-                throw LedgerError.corruptStore(path: path, reason: "consumer '\(name)' has a malformed record")
-            }
-            infos.append(ConsumerInfo(
-                name: name, cursor: record.cursor, lag: head > record.cursor ? head - record.cursor : 0,
-                lastSeen: Timestamp(micros: record.lastSeen), createdAt: Timestamp(micros: record.createdAt)))
-            return .next
-        }
-        return infos
+        try read("read consumers") { tables in try tables.consumers.infos(head: tables.head()) }
     }
 
     /// Removes a consumer; returns whether it existed.
     @discardableResult
     public func dropConsumer(named name: String) throws(LedgerError) -> Bool {
         try checkWritable()
-        return try write("drop consumer") { txn in try txn.delete(schema.consumers, key: Array(name.utf8)) }
+        return try write("drop consumer") { tables in try tables.consumers.delete(name) }
     }
 }

@@ -1,5 +1,3 @@
-import LMDB
-
 // The built-in event types own their names and their namespace (docs/events.md, "Type names"):
 // appends refuse a custom type that is, or could become, a built-in one; a ledger records from
 // which sequence each later built-in type is built-in, so the events an older library stored
@@ -51,17 +49,6 @@ extension BuiltInEventType {
     var isOriginal: Bool { Self.original.contains(self) }
 }
 
-extension Schema.MetaKey {
-    /// `builtin-since:<type>`: the first sequence at which events of a later built-in type are
-    /// built-in events in this ledger (docs/format.md).
-    static func builtInSince(_ type: BuiltInEventType) -> [UInt8] { Array("builtin-since:\(type.rawValue)".utf8) }
-}
-
-extension Meta {
-    /// The first sequence from which events named `type` are built-in (``BuiltInBoundaries``).
-    static func builtInSince(_ type: BuiltInEventType) -> MetaField<MetaEncodings.U64BE> { MetaField(Schema.MetaKey.builtInSince(type)) }
-}
-
 /// From which sequence each later built-in type is interpreted as built-in in one ledger: the
 /// events stored before that under the same name were appended by a library that knew the
 /// name only as a custom type (and did not validate it), so replay keeps them custom.
@@ -77,41 +64,5 @@ struct BuiltInBoundaries: Sendable {
             return .custom(type: type, payload: payload)
         }
         return try DomainEvent.decode(type: type, payload: payload)
-    }
-}
-
-extension Ledger {
-    /// The boundaries recorded in the ledger (``BuiltInBoundaries``).
-    func builtInBoundaries(in txn: Transaction) throws -> BuiltInBoundaries {
-        var since: [BuiltInEventType: UInt64] = [:]
-        for type in BuiltInEventType.allCases where !type.isOriginal {
-            if let first = try schema.metaRecord(txn).get(Meta.builtInSince(type)) { since[type] = first }
-        }
-        return BuiltInBoundaries(since: since)
-    }
-
-    /// Records, for every later built-in type the ledger has no record of, that it is built-in
-    /// from the next sequence on: every event of that name already stored was appended by an
-    /// older library as a custom event. Runs in the transaction that rebuilds the projections
-    /// of an older library (so no older library appends in between), and at every writable
-    /// opening before this handle appends (a read when nothing is missing).
-    func recordBuiltInTypes(in txn: Transaction) throws {
-        let next = try headSequence(in: txn) + 1
-        for type in BuiltInEventType.allCases where !type.isOriginal {
-            let meta = schema.metaRecord(txn)
-            if try !meta.contains(Meta.builtInSince(type)) { try meta.put(Meta.builtInSince(type), next) }
-        }
-    }
-
-    /// ``recordBuiltInTypes(in:)`` in its own write transaction, only if a record is missing.
-    func recordBuiltInTypes() throws(LedgerError) {
-        let missing = try read("read the built-in types") { txn in
-            for type in BuiltInEventType.allCases where !type.isOriginal {
-                if try !schema.metaRecord(txn).contains(Meta.builtInSince(type)) { return true }
-            }
-            return false
-        }
-        guard missing else { return }
-        try write("record the built-in types") { txn in try recordBuiltInTypes(in: txn) }
     }
 }

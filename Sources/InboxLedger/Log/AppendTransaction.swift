@@ -1,5 +1,3 @@
-import LMDB
-
 /// The body of one group commit's write transaction: every request of the batch checked, then
 /// written and applied to the projections, each request failing alone (``Ledger/commit(_:)``).
 struct AppendTransaction {
@@ -15,24 +13,25 @@ struct AppendTransaction {
         case earlierInBatch
     }
 
-    private let ledger: Ledger
-    private let txn: Transaction
-    private let schema: Schema
+    private let tables: StoreTransaction
+    /// The tables each event writes, made once per transaction (not per event).
+    private let events: EventTable
+    private let keys: KeyTable
     /// The commit time stamped on every event of the transaction.
     private let now: Int64
 
-    init(_ ledger: Ledger, _ txn: Transaction) {
-        self.ledger = ledger
-        self.txn = txn
-        self.schema = ledger.schema
-        self.now = ledger.options.clock.now().micros
+    init(_ tables: StoreTransaction, now: Int64) {
+        self.tables = tables
+        self.events = tables.events
+        self.keys = tables.keys
+        self.now = now
     }
 
     /// Checks and writes every request of `batch`, returning each one's outcome.
     func run(_ batch: [CommitRequest]) throws -> [Result<AppendReceipt, LedgerError>] {
-        let startHead = try ledger.headSequence(in: txn)
+        let startHead = try tables.head()
         var head = startHead
-        let projector = try Projector(store: schema.store(txn))
+        let projector = try Projector(store: tables.projections)
         var counts = EventCounts()
         var outcomes: [Result<AppendReceipt, LedgerError>] = []
         outcomes.reserveCapacity(batch.count)
@@ -42,7 +41,7 @@ struct AppendTransaction {
                 outcomes.append(.failure(.headMoved(expected: expected, actual: head)))
                 continue
             }
-            if let cursor = request.cursor, let failure = try ledger.checkCursor(cursor, head: head, in: txn) {
+            if let cursor = request.cursor, let failure = try checkCursor(cursor, head: head) {
                 outcomes.append(.failure(failure))
                 continue
             }
@@ -77,9 +76,9 @@ struct AppendTransaction {
                 head += 1
                 let stored = Event(sequence: head, timestampMicros: now, origin: request.origin,
                                    type: event.type, key: event.key, payload: event.payload)
-                try txn.put(schema.events, key: SequenceKey.encode(head), value: EventRecord.encode(stored), flags: .append)
+                try events.append(stored)
                 if let key = event.key {
-                    try txn.put(schema.keys, key: Array(key.utf8), value: KeyRecord(sequence: head, digest: event.digest, time: now).encode())
+                    try keys.put(key, KeyRecord(sequence: head, digest: event.digest, time: now))
                     firstInBatch[key] = head
                 }
                 receipt.notes += try projector.apply(stored, event.domain)
@@ -88,7 +87,7 @@ struct AppendTransaction {
                 receipt.replayed.append(false)
             }
             if let cursor = request.cursor {
-                try ledger.writeConsumer(ConsumerRecord(cursor: cursor.through, lastSeen: now, createdAt: now), named: cursor.name, in: txn)
+                try tables.consumers.write(ConsumerRecord(cursor: cursor.through, lastSeen: now, createdAt: now), named: cursor.name)
             }
             outcomes.append(.success(receipt))
         }
@@ -96,7 +95,7 @@ struct AppendTransaction {
         // A commit that appended nothing (a consumer's cursor move, a heartbeat, only retries)
         // leaves `meta` alone: one page fewer to write and sync. The head and the counters
         // share `meta`'s leaf: an append dirties one page for both.
-        let meta = schema.metaRecord(txn)
+        let meta = tables.meta
         if head != startHead { try meta.put(Meta.head, head) }
         try counts.apply(to: meta)
         return outcomes
@@ -118,10 +117,7 @@ struct AppendTransaction {
                 resolved.append(seen.resolution == .new ? .earlierInBatch : seen.resolution)
                 continue
             }
-            if let stored = try txn.get(schema.keys, key: Array(key.utf8)) {
-                guard let record = KeyRecord.decode(stored) else {
-                    throw LedgerError.corruptStore(path: ledger.path, reason: "idempotency record for key '\(key)' is malformed")
-                }
+            if let record = try keys.record(key) {
                 guard record.digest == event.digest else {
                     return .failure(.idempotencyConflict(key: key, existingSequence: record.sequence))
                 }
@@ -133,5 +129,17 @@ struct AppendTransaction {
             }
         }
         return .success(resolved)
+    }
+
+    /// Pass-1 check of a cursor commit: nil when it may proceed.
+    private func checkCursor(_ commit: CursorCommit, head: UInt64) throws -> LedgerError? {
+        guard let record = try tables.consumers.record(commit.name) else { return .unknownConsumer(name: commit.name) }
+        if record.cursor != commit.expected {
+            return .consumerConflict(name: commit.name, expected: commit.expected, actual: record.cursor)
+        }
+        if commit.through < commit.expected || commit.through > head {
+            return .invalidArgument(name: "cursor move", reason: "cannot move from \(commit.expected) to \(commit.through) (head \(head))")
+        }
+        return nil
     }
 }

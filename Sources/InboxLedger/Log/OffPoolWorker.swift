@@ -1,4 +1,3 @@
-import LMDB
 import Synchronization
 
 /// A dedicated thread that runs blocking ledger work, so that async callers never block a

@@ -1,31 +1,3 @@
-/// The tables the inline projections maintain (docs/format.md).
-enum ProjectionTable: String, CaseIterable, Sendable {
-    /// message id → ``MessageRecord``
-    case messages
-    /// inverted sentAt (8 B) + id → ``MessageRecord`` (the widget's order: newest first, ties by id)
-    case widget
-    /// sortable expiresAt (8 B) + id → empty
-    case expiry
-    /// sequence of the `widget.action` (8 B BE) → ``ActionRecord``, while pending
-    case actions
-    /// action id → ``ActionStatus``
-    case actionIDs = "action-ids"
-    /// `projection` → ``ProjectionState`` (unread, badge adjustment, version, …)
-    case state
-    /// message id → ``LocalMessageRecord``: what this device did or heard of a message that the
-    /// server's listing does not reflect yet (a local removal, a push announcing it)
-    case local
-
-    /// Whether the table came with projection rules after the first (a ledger an older library
-    /// wrote may lack it; it is read as empty until a writable opening creates it).
-    var addedByNewerRules: Bool {
-        switch self {
-        case .messages, .widget, .expiry, .actions, .actionIDs, .state: false
-        case .local: true
-        }
-    }
-}
-
 /// Sortable 8-byte encodings of signed times.
 enum TimeKey {
     /// Ascending order of `micros`.

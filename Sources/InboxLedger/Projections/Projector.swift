@@ -406,14 +406,3 @@ final class Projector<Store: ProjectionStore> {
         return new.isRead != old.isRead
     }
 }
-
-/// A projection row that cannot be decoded (damage behind the ledger's back).
-enum ProjectionError: Error, CustomStringConvertible {
-    case malformed(table: ProjectionTable, key: String)
-
-    var description: String {
-        switch self {
-        case .malformed(let table, let key): "projection table '\(table.rawValue)' has a malformed row '\(key)'"
-        }
-    }
-}

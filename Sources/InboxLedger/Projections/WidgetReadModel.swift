@@ -1,5 +1,3 @@
-import LMDB
-
 /// The widget's reads: the list (with the process's kept copy, ``WidgetCache``), the pending
 /// actions, the local changes and one message, each read from the one projection snapshot
 /// it is given, so that reads made together from one transaction agree

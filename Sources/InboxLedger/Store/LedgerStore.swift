@@ -21,8 +21,10 @@ import Darwin
 final class LedgerStore: Sendable {
     /// The ledger's directory.
     let path: String
+    /// The ledger's tables (and the directory), shared by every transaction of the store.
+    let layout: StoreLayout
     /// The ledger's tables.
-    let schema: Schema
+    var schema: Schema { layout.schema }
     /// The metadata as this handle opened it: a writable handle has upgraded the format and
     /// rebuilt the projections (or failed to open) before it is returned, so it reports the
     /// current versions.
@@ -68,7 +70,7 @@ final class LedgerStore: Sendable {
     private init(path: String, environment: Environment, schema: Schema, stored: LedgerMetadata, options: LedgerOptions, projectionRules: UInt32) {
         self.path = path
         self.environment = environment
-        self.schema = schema
+        self.layout = StoreLayout(schema: schema, path: path)
         self.storedMetadata = stored
         var opened = stored
         if options.readOnly {
@@ -98,10 +100,10 @@ final class LedgerStore: Sendable {
     /// optimizer's copy propagation fails an ownership check on the private environment's borrow
     /// (a compiler crash in release builds); one call per transaction costs nothing measurable.
     @inline(never)
-    func read<T>(_ operation: String, _ body: (Transaction) throws -> T) throws(LedgerError) -> T {
+    func read<T>(_ operation: String, _ body: (StoreTransaction) throws -> T) throws(LedgerError) -> T {
         readsBegun.add(1, ordering: .relaxed)
         do {
-            return try environment.read(body)
+            return try environment.read { txn in try body(StoreTransaction(rawTransaction: txn, layout: layout)) }
         } catch {
             throw LedgerError.from(error, path: path, operation: operation)
         }
@@ -115,11 +117,13 @@ final class LedgerStore: Sendable {
     /// committed with the handle's durability or with `requested` raised to the ledger's floor,
     /// mapping errors.
     @inline(never)
-    func write<T>(_ operation: String, durability requested: LedgerDurability? = nil, _ body: (Transaction) throws -> T) throws(LedgerError) -> T {
+    func write<T>(_ operation: String, durability requested: LedgerDurability? = nil, _ body: (StoreTransaction) throws -> T) throws(LedgerError) -> T {
         try checkWritable()
         let mode = requested.map { $0.atLeast(storedMetadata.durabilityFloor) } ?? durability
         do {
-            return try environment.write(timeoutMilliseconds: writeTimeoutMilliseconds, durability: mode.lmdb, body)
+            return try environment.write(timeoutMilliseconds: writeTimeoutMilliseconds, durability: mode.lmdb) { txn in
+                try body(StoreTransaction(rawTransaction: txn, layout: layout))
+            }
         } catch {
             throw writeError(error, operation: operation)
         }
@@ -144,8 +148,20 @@ final class LedgerStore: Sendable {
         do { return try environment.info() } catch { throw LedgerError.from(error, path: path, operation: "read environment info") }
     }
 
+    /// The reader table as read from `lock.mdb`.
+    enum ReaderTable {
+        /// Each held slot's pid and the transaction it reads, if any.
+        case slots([(pid: Int32, transactionID: Int?)])
+        /// It cannot be read: LMDB's message, and the error a call that needs it throws.
+        case unreadable(message: String, error: LedgerError)
+    }
+
     /// The reader table's slots.
-    func readers() throws(LMDBError) -> [ReaderSlot] { try environment.readers() }
+    func readers() -> ReaderTable {
+        do { return .slots(try environment.readers().map { ($0.pid, $0.transactionID) }) } catch {
+            return .unreadable(message: error.message, error: LedgerError.from(error, path: path, operation: "read environment info"))
+        }
+    }
 
     /// Clears reader slots left behind by processes that died; returns how many.
     func clearStaleReaders() throws(LedgerError) -> Int {
@@ -154,9 +170,27 @@ final class LedgerStore: Sendable {
         }
     }
 
-    /// Walks every page of the file (``Ledger/verify()``).
+    /// Walks every page of the file (``Ledger/verify()``): the problems found, empty when every
+    /// page is sound.
+    func damagedPages() throws(LedgerError) -> [String] { try walkPages().problems }
+
+    /// Walks every page of the file: what it visited and found.
     func walkPages() throws(LedgerError) -> PageWalkReport {
         do { return try environment.walkPages() } catch { throw LedgerError.from(error, path: path, operation: "walk pages") }
+    }
+
+    /// The damaged pages of the store in `path`, found without opening it
+    /// (``Ledger/damagedPages(at:)``).
+    static func damagedPages(at path: String) -> [String] {
+        DataFileProbe.walkPages(directory: path)?.problems ?? []
+    }
+
+    /// Makes sure descriptors 0–2 are open (``Ledger/ensureStandardDescriptors()``).
+    static func ensureStandardDescriptors() throws(LedgerError) {
+        do { try Environment.ensureStandardDescriptors() } catch {
+            throw .storage(path: "/dev/null", operation: "open standard descriptors", code: EBADF,
+                           message: "descriptors 0–2 are not all open and /dev/null cannot be opened to fill them")
+        }
     }
 
     /// LMDB's compacting copy of the whole environment into `directory`.
@@ -174,12 +208,12 @@ final class LedgerStore: Sendable {
 
     /// Runs `body` in one write transaction on the ledger in `path` without opening a `Ledger`
     /// (whose opening would upgrade at once): the crash tests' format upgrade.
-    static func withUnopenedStore(path: String, _ body: (Schema, Transaction) throws -> Void) throws {
+    static func withUnopenedStore(path: String, _ body: (StoreTransaction) throws -> Void) throws {
         var configuration = EnvironmentConfiguration()
         configuration.databases = Dictionary(uniqueKeysWithValues: Schema.allNames.map { ($0, DatabaseFlags()) })
         let environment = try Environment.open(directory: path, configuration: configuration)
-        let schema = try Schema(environment)
-        try environment.write { txn in try body(schema, txn) }
+        let layout = StoreLayout(schema: try Schema(environment), path: path)
+        try environment.write { txn in try body(StoreTransaction(rawTransaction: txn, layout: layout)) }
     }
 
     /// Suspends every environment of the process (``Ledger/suspend(waitingUpTo:)``).

@@ -184,3 +184,44 @@ extension MetaRecord {
         try put(Meta.projectionVersion, metadata.projectionVersion)
     }
 }
+
+extension Schema.MetaKey {
+    /// `builtin-since:<type>`: the first sequence at which events of a later built-in type are
+    /// built-in events in this ledger (docs/format.md).
+    static func builtInSince(_ type: BuiltInEventType) -> [UInt8] { Array("builtin-since:\(type.rawValue)".utf8) }
+}
+
+extension Meta {
+    /// The first sequence from which events named `type` are built-in (``BuiltInBoundaries``).
+    static func builtInSince(_ type: BuiltInEventType) -> MetaField<MetaEncodings.U64BE> { MetaField(Schema.MetaKey.builtInSince(type)) }
+}
+
+extension MetaRecord {
+    /// The boundaries recorded in the ledger (``BuiltInBoundaries``).
+    func builtInBoundaries() throws -> BuiltInBoundaries {
+        var since: [BuiltInEventType: UInt64] = [:]
+        for type in BuiltInEventType.allCases where !type.isOriginal {
+            if let first = try get(Meta.builtInSince(type)) { since[type] = first }
+        }
+        return BuiltInBoundaries(since: since)
+    }
+
+    /// Whether a later built-in type has no boundary recorded yet.
+    func missesBuiltInTypes() throws -> Bool {
+        for type in BuiltInEventType.allCases where !type.isOriginal {
+            if try !contains(Meta.builtInSince(type)) { return true }
+        }
+        return false
+    }
+
+    /// Records, for every later built-in type the ledger has no record of, that it is built-in
+    /// from `next` on (the sequence after the head): every event of that name already stored
+    /// was appended by an older library as a custom event. Runs in the transaction that
+    /// rebuilds the projections of an older library (so no older library appends in between),
+    /// and at every writable opening before its handle appends (``Ledger/recordBuiltInTypes()``).
+    func recordBuiltInTypes(from next: UInt64) throws {
+        for type in BuiltInEventType.allCases where !type.isOriginal {
+            if try !contains(Meta.builtInSince(type)) { try put(Meta.builtInSince(type), next) }
+        }
+    }
+}

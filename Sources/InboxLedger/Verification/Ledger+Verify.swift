@@ -1,5 +1,3 @@
-import LMDB
-
 /// What ``Ledger/verify()`` found.
 public struct VerificationReport: Sendable, Hashable {
     /// One problem, precise enough to act on.
@@ -91,19 +89,20 @@ extension Ledger {
     /// if !report.isHealthy { report.findings.forEach { print($0) } }
     /// ```
     public func verify() throws(LedgerError) -> VerificationReport {
-        let walk = try store.walkPages()
-        guard walk.isHealthy else {
+        let damaged = try store.damagedPages()
+        guard damaged.isEmpty else {
             // Reading damaged pages through LMDB's map can abort the process: stop here.
             return VerificationReport(eventsChecked: 0, firstSequence: 0, headSequence: 0, snapshotsChecked: 0,
-                                      findings: walk.problems.map { .damagedPage($0) }, warnings: [])
+                                      findings: damaged.map { .damagedPage($0) }, warnings: [])
         }
-        var report = try read("verify") { txn in try verify(in: txn) }
+        var report = try read("verify") { tables in try verify(in: tables) }
         // Reader table (outside LMDB's transactions; a failure to read it is itself reported).
-        do {
-            let dead = try store.readers().map(\.pid).filter { !processIsAlive($0) }
+        switch store.readers() {
+        case .slots(let slots):
+            let dead = slots.map(\.pid).filter { !processIsAlive($0) }
             if !dead.isEmpty { report.warnings.append(.staleReaders(pids: Array(Set(dead)).sorted())) }
-        } catch {
-            report.findings.append(.unreadableReaderTable(reason: error.message))
+        case .unreadable(let message, _):
+            report.findings.append(.unreadableReaderTable(reason: message))
         }
         return report
     }
@@ -116,20 +115,20 @@ extension Ledger {
     /// for problem in Ledger.damagedPages(at: "/tmp/inbox") { print(problem) }
     /// ```
     public static func damagedPages(at path: String) -> [String] {
-        DataFileProbe.walkPages(directory: path)?.problems ?? []
+        LedgerStore.damagedPages(at: path)
     }
 
-    private func verify(in txn: Transaction) throws -> VerificationReport {
+    private func verify(in tables: StoreTransaction) throws -> VerificationReport {
         var findings: [VerificationReport.Finding] = []
         var warnings: [VerificationReport.Warning] = []
-        let (first, head) = (try firstSequence(in: txn), try headSequence(in: txn))
+        let (first, head) = (try tables.firstSequence(), try tables.head())
 
         // Records: checksums, decodability, density.
         var checked = 0
         var expected = first
         var last: UInt64 = first > 0 ? first - 1 : 0
-        try txn.forEachEntry(schema.events) { e in
-            guard let seq = SequenceKey.decode(e.key) else {
+        try tables.events.forEachRow { e in
+            guard let seq = e.sequence else {
                 findings.append(.corruptRecord(sequence: 0, reason: "a key of \(e.key.count) bytes is not a sequence"))
                 return .next
             }
@@ -138,7 +137,7 @@ extension Ledger {
                 return .next
             }
             if seq > expected { findings.append(.missingSequences(from: expected, through: seq - 1)) }
-            if case .failure(let error) = EventRecord.decode(e.value, sequence: seq) {
+            if case .failure(let error) = EventRecord.decode(e.record, sequence: seq) {
                 findings.append(.corruptRecord(sequence: seq, reason: error.description))
             }
             expected = seq + 1
@@ -153,25 +152,25 @@ extension Ledger {
         // Projections against a rebuild (skipped if records are damaged: it would fail on them).
         if !findings.contains(where: { if case .corruptRecord = $0 { true } else { false } }) {
             do {
-                if let mismatch = try verifyProjections(in: txn) { findings.append(.projection(mismatch)) }
+                if let mismatch = try verifyProjections(in: tables) { findings.append(.projection(mismatch)) }
             } catch let error as LedgerError {
                 findings.append(.rebuildFailed(reason: error.description))
             }
         }
 
         // Consumers and snapshots.
-        for consumer in try consumers(in: txn) {
+        for consumer in try tables.consumers.infos(head: head) {
             if consumer.cursor > head { findings.append(.consumerAhead(name: consumer.name, cursor: consumer.cursor, head: head)) }
             if consumer.cursor + 1 < first { warnings.append(.consumerBehindLog(name: consumer.name, cursor: consumer.cursor, firstRetained: first)) }
         }
-        let snapshots = try snapshotPrefixes(in: txn)
+        let snapshots = try tables.snapshots.prefixes()
         for snapshot in snapshots {
             guard snapshot.info != nil else {
                 warnings.append(.incompleteSnapshot(sequence: snapshot.sequence))
                 continue
             }
             do {
-                try loadSnapshot(snapshot.sequence, into: MemoryStore(), in: txn)
+                try tables.snapshots.load(snapshot.sequence, into: MemoryStore())
             } catch {
                 findings.append(.snapshot(sequence: snapshot.sequence, reason: (error as? LedgerError)?.description ?? String(describing: error)))
             }

@@ -1,5 +1,3 @@
-import LMDB
-
 /// The first difference between the materialised projections and a rebuild from the log.
 public struct ProjectionMismatch: Hashable, Sendable, CustomStringConvertible {
     /// The projection table.
@@ -27,17 +25,17 @@ extension Ledger {
     /// if let mismatch = try ledger.verifyProjections() { print(mismatch) }
     /// ```
     public func verifyProjections() throws(LedgerError) -> ProjectionMismatch? {
-        try read("verify projections") { txn in try verifyProjections(in: txn) }
+        try read("verify projections") { tables in try verifyProjections(in: tables) }
     }
 
-    func verifyProjections(in txn: Transaction) throws -> ProjectionMismatch? {
+    func verifyProjections(in tables: StoreTransaction) throws -> ProjectionMismatch? {
         do {
             // Projections built by other rules than this library's cannot be compared with a
             // rebuild by its rules (a newer library's, or an older one's not upgraded yet).
-            if let stored = try storedProjectionVersion(in: txn), stored != ProjectionRules.version { return nil }
+            if let stored = try tables.meta.projectionVersion(path: path), stored != ProjectionRules.version { return nil }
             let rebuilt = MemoryStore()
-            try replayProjections(into: rebuilt, from: .newestSnapshotIfTrimmed, in: txn)
-            let stored = schema.store(txn)
+            try projectionRebuild.replay(into: rebuilt, from: .newestSnapshotIfTrimmed, in: tables)
+            let stored = tables.projections
             for table in ProjectionTable.allCases {
                 var actual: [(key: [UInt8], value: [UInt8])] = []
                 try stored.scan(table, from: []) { key, value in

@@ -171,3 +171,14 @@ public final class ManualClock: Sendable {
     /// A ``LedgerClock`` reading this clock.
     public var ledgerClock: LedgerClock { LedgerClock { [self] in now } }
 }
+
+/// What a writable opening does when the ledger's projections were built by older rules and the
+/// log was trimmed, so that the events before the newest snapshot cannot be replayed.
+public enum ProjectionUpgrade: Sendable, Hashable {
+    /// Refuse with ``LedgerError/projectionUpgradeNeeded(path:stored:supported:reason:)``,
+    /// writing nothing (the default: never mix rules silently).
+    case fromWholeLog
+    /// Rebuild from the newest snapshot (state built by the old rules up to it) plus the
+    /// events after it replayed by the new rules: the documented way out.
+    case fromNewestSnapshot
+}

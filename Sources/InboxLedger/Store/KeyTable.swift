@@ -1,3 +1,5 @@
+import LMDB
+
 /// The record of an idempotency key in the `keys` table (docs/format.md): the sequence of the
 /// event that used it, the digest of that event's content, and when it was appended.
 struct KeyRecord: Hashable, Sendable {
@@ -18,29 +20,21 @@ struct KeyRecord: Hashable, Sendable {
     }
 }
 
-/// The compaction lease in `meta` (docs/format.md): which compactor works now, until when.
-struct LeaseRecord: Hashable, Sendable {
-    /// How long a lease lasts without renewal (a compactor renews it with every trimmed chunk).
-    static let duration: Int64 = 60_000_000
+/// The `keys` table: an idempotency key's UTF-8 bytes → its ``KeyRecord``.
+typealias KeyTable = NamedRecordTable<KeyRecord>
 
-    /// The process of the compactor holding it.
-    var pid: Int32
-    /// The compactor's random token: a process can run several compactors.
-    var owner: UInt64
-    /// Expiry, µs since the epoch.
-    var expires: Int64
+extension KeyRecord: NamedRecord {
+    static func malformed(_ key: String) -> String { "idempotency record for key '\(key)' is malformed" }
+}
 
-    func encode() -> [UInt8] {
-        var w = ByteWriter(capacity: 20)
-        w.u32le(UInt32(bitPattern: pid))
-        w.u64le(owner)
-        w.u64le(UInt64(bitPattern: expires))
-        return w.bytes
-    }
-
-    static func decode(_ bytes: [UInt8]) -> LeaseRecord? {
-        var r = ByteReader(bytes)
-        guard let pid = r.u32le(), let owner = r.u64le(), let expires = r.u64le(), r.remaining == 0 else { return nil }
-        return LeaseRecord(pid: Int32(bitPattern: pid), owner: owner, expires: Int64(bitPattern: expires))
+extension NamedRecordTable where Record == KeyRecord {
+    /// Re-stamps the record of `key` with `now` if it still names `sequence` and is stamped
+    /// earlier (a compactor trimming its event; a malformed record is left alone).
+    func restamp(_ key: String, sequence: UInt64, now: Int64) throws {
+        if let bytes = try txn.get(table, key: Array(key.utf8)), var stored = KeyRecord.decode(bytes),
+           stored.sequence == sequence, stored.time < now {
+            stored.time = now
+            try txn.put(table, key: Array(key.utf8), value: stored.encode())
+        }
     }
 }

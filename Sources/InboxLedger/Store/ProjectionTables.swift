@@ -1,5 +1,33 @@
 import LMDB
 
+/// The tables the inline projections maintain (docs/format.md).
+enum ProjectionTable: String, CaseIterable, Sendable {
+    /// message id → ``MessageRecord``
+    case messages
+    /// inverted sentAt (8 B) + id → ``MessageRecord`` (the widget's order: newest first, ties by id)
+    case widget
+    /// sortable expiresAt (8 B) + id → empty
+    case expiry
+    /// sequence of the `widget.action` (8 B BE) → ``ActionRecord``, while pending
+    case actions
+    /// action id → ``ActionStatus``
+    case actionIDs = "action-ids"
+    /// `projection` → ``ProjectionState`` (unread, badge adjustment, version, …)
+    case state
+    /// message id → ``LocalMessageRecord``: what this device did or heard of a message that the
+    /// server's listing does not reflect yet (a local removal, a push announcing it)
+    case local
+
+    /// Whether the table came with projection rules after the first (a ledger an older library
+    /// wrote may lack it; it is read as empty until a writable opening creates it).
+    var addedByNewerRules: Bool {
+        switch self {
+        case .messages, .widget, .expiry, .actions, .actionIDs, .state: false
+        case .local: true
+        }
+    }
+}
+
 /// Where projections live: the LMDB tables inside the append's write transaction, or an
 /// in-memory copy for rebuilding and comparing (``Ledger/verifyProjections()``).
 protocol ProjectionStore {
@@ -37,6 +65,14 @@ struct TransactionStore: ProjectionStore {
         guard let db = tables[table] else { _ = try absent(table); return }
         try txn.forEachEntry(db, from: start) { e in try body(e.key, e.value) ? .next : .stop }
     }
+
+    /// Empties every projection table this handle found (a rebuild by other rules).
+    func removeAll() throws {
+        for table in ProjectionTable.allCases {
+            guard let db = tables[table] else { continue }
+            try txn.removeAll(db)
+        }
+    }
 }
 
 /// An in-memory store with the same semantics, for rebuilds and comparisons.
@@ -56,5 +92,16 @@ final class MemoryStore: ProjectionStore {
     /// A table's entries in key order.
     func sorted(_ table: ProjectionTable) -> [(key: [UInt8], value: [UInt8])] {
         (tables[table] ?? [:]).sorted { $0.key.lexicographicallyPrecedes($1.key) }.map { (key: $0.key, value: $0.value) }
+    }
+}
+
+/// A projection row that cannot be decoded (damage behind the ledger's back).
+enum ProjectionError: Error, CustomStringConvertible {
+    case malformed(table: ProjectionTable, key: String)
+
+    var description: String {
+        switch self {
+        case .malformed(let table, let key): "projection table '\(table.rawValue)' has a malformed row '\(key)'"
+        }
     }
 }

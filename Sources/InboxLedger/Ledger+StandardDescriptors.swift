@@ -1,11 +1,3 @@
-import LMDB
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 extension Ledger {
     /// Makes sure descriptors 0–2 are open, on `/dev/null` where they were closed (a process
     /// started with `>&- 2>&-`, by some launchers and daemons), so that no file or pipe takes
@@ -13,9 +5,6 @@ extension Ledger {
     /// opens a file; call it at the start of a program that opens files or pipes of its own
     /// before its first ledger (docs/operations.md, "Started with descriptors 0–2 closed").
     public static func ensureStandardDescriptors() throws(LedgerError) {
-        do { try Environment.ensureStandardDescriptors() } catch {
-            throw .storage(path: "/dev/null", operation: "open standard descriptors", code: EBADF,
-                           message: "descriptors 0–2 are not all open and /dev/null cannot be opened to fill them")
-        }
+        try LedgerStore.ensureStandardDescriptors()
     }
 }

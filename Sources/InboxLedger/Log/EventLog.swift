@@ -1,4 +1,4 @@
-import LMDB
+import Synchronization
 
 /// An event validated and ready to be written.
 struct PreparedEvent: Sendable {
@@ -66,103 +66,70 @@ public struct AppendReceipt: Hashable, Sendable, Codable {
     }
 }
 
-extension Ledger {
-    /// Limits on what an event may contain.
-    public enum Limits {
-        /// Longest type name, in bytes.
-        public static let maxTypeBytes = 128
-        /// Longest idempotency key, in bytes (LMDB keys are at most 511 bytes).
-        public static let maxKeyBytes = 256
-    }
+/// What an event may contain (``Ledger/Limits``).
+enum EventLimits {
+    /// Longest type name, in bytes.
+    static let maxTypeBytes = 128
+    /// Longest idempotency key, in bytes (LMDB keys are at most 511 bytes).
+    static let maxKeyBytes = 256
+}
 
-    /// Appends one event and returns its sequence number (or, for an idempotency key seen
-    /// before with the same content, the original event's sequence number).
-    ///
-    /// ```swift
-    /// let seq = try ledger.append(NewEvent(type: "message.read", payload: Array(#"{"ids":["m1"],"read":true}"#.utf8)))
-    /// ```
-    @discardableResult
-    public func append(_ event: NewEvent) throws(LedgerError) -> UInt64 {
-        try Ledger.first(of: appendWithReceipt(contentsOf: [event]), path: path)
-    }
+/// The append path of one handle: a batch validated before any transaction starts
+/// (``prepare(_:)``), handed to the directory's commit queue (``submit(_:cursor:expectedHead:)``),
+/// and written by the queue's leader in one write transaction for the whole group (``commit(_:)``).
+struct EventLog: Sendable {
+    /// The handle's store: every transaction goes through it.
+    let store: LedgerStore
+    /// The directory's group commit (shared by every handle of the process).
+    let commitQueue: CommitQueue
+    /// Poked after every commit (waiters of this process).
+    let changeMonitor: ChangeMonitor
+    /// The origin stamped on the handle's events.
+    let origin: Origin
+    /// The durability the handle's appends commit with.
+    let durability: LedgerDurability
+    let options: LedgerOptions
 
-    /// Appends a domain event (see ``DomainEvent``).
-    ///
-    /// ```swift
-    /// try ledger.append(.badgeAdjusted(.delta(1)), key: "push-4711")
-    /// ```
-    @discardableResult
-    public func append(_ event: DomainEvent, key: String? = nil) throws(LedgerError) -> UInt64 {
-        try Ledger.first(of: submit(prepare(domain: [(event, key)]), cursor: nil), path: path)
-    }
+    var path: String { store.path }
 
-    /// Appends `events` atomically: all of them are committed, in order, or none is.
-    /// Returns their sequence numbers in order. Blocks until the commit is on disk as
-    /// ``Ledger/durability`` promises; concurrent callers in this process share commits.
-    @discardableResult
-    public func append(contentsOf events: [NewEvent]) throws(LedgerError) -> [UInt64] {
-        try appendWithReceipt(contentsOf: events).sequences
-    }
-
-    /// Appends domain events atomically (all or none, in order), each validated on its typed
-    /// fields and encoded once; returns their sequence numbers.
-    ///
-    /// ```swift
-    /// try ledger.append(contentsOf: [.badgeAdjusted(.set(0)), .messageRead(ReadChange(ids: ["m1"], read: true))])
-    /// ```
-    @discardableResult
-    public func append(contentsOf events: some Collection<DomainEvent>) throws(LedgerError) -> [UInt64] {
-        if events.isEmpty { return [] }
-        return try submit(prepare(domain: events.map { ($0, nil) }), cursor: nil).sequences
-    }
-
-    /// ``append(_:key:)-(DomainEvent,_)``, returning the receipt: whether a keyed append was a
-    /// replay of one already committed (``AppendReceipt/isReplay``; nothing was written) and
-    /// what the projections noticed.
-    ///
-    /// ```swift
-    /// let receipt = try ledger.appendWithReceipt(.badgeAdjusted(.delta(1)), key: "push-4711")
-    /// let counted = !receipt.isReplay   // false when the push was delivered before
-    /// ```
-    public func appendWithReceipt(_ event: DomainEvent, key: String? = nil) throws(LedgerError) -> AppendReceipt {
-        try submit(prepare(domain: [(event, key)]), cursor: nil)
-    }
-
-    /// As ``append(contentsOf:)``, also returning which events were replays
-    /// (``AppendReceipt/replayed``) and what the projections noticed.
-    public func appendWithReceipt(contentsOf events: [NewEvent]) throws(LedgerError) -> AppendReceipt {
-        if events.isEmpty { return AppendReceipt(sequences: [], notes: []) }
-        return try submit(prepare(events), cursor: nil)
-    }
-
-    /// Appends `events` only if the log's head is still `expectingHead` when they commit — the
-    /// optimistic-concurrency check of event stores (read, decide, write): if any process
-    /// appended in between, nothing is written and ``LedgerError/headMoved(expected:actual:)``
-    /// says where the head is now. Returns their sequence numbers.
-    ///
-    /// ```swift
-    /// let head = try ledger.headSequence()
-    /// let list = try ledger.widgetList(limit: 5)                 // decide on what was read…
-    /// try ledger.append(contentsOf: [decision], expectingHead: head) // …and write only if still true
-    /// ```
-    @discardableResult
-    public func append(contentsOf events: [NewEvent], expectingHead: UInt64) throws(LedgerError) -> [UInt64] {
-        try submit(prepare(events), cursor: nil, expectedHead: expectingHead).sequences
-    }
-
-    /// ``append(contentsOf:expectingHead:)`` for one domain event.
-    @discardableResult
-    public func append(_ event: DomainEvent, key: String? = nil, expectingHead: UInt64) throws(LedgerError) -> UInt64 {
-        try Ledger.first(of: submit(prepare(domain: [(event, key)]), cursor: nil, expectedHead: expectingHead), path: path)
-    }
-
+    /// Appends `prepared` (and moves `cursor`, if any) once a commit holding them is final,
+    /// blocking this thread.
     func submit(_ prepared: [PreparedEvent], cursor: CursorCommit?, expectedHead: UInt64? = nil) throws(LedgerError) -> AppendReceipt {
-        try checkWritable()
+        try store.checkWritable()
         let request = CommitRequest(events: prepared, origin: origin, durability: durability, cursor: cursor, expectedHead: expectedHead)
         let result = commitQueue.submit(request, maxEvents: options.maxGroupCommitEvents) { batch in
             commit(batch)
         }
         return try result.get()
+    }
+
+    /// Hands the request to the commit queue's leader thread and waits for its outcome without
+    /// blocking a thread.
+    func submitAsync(_ prepared: [PreparedEvent], cursor: CursorCommit?, expectedHead: UInt64? = nil) async throws -> AppendReceipt {
+        try store.checkWritable()
+        let request = CommitRequest(events: prepared, origin: origin, durability: durability, cursor: cursor, expectedHead: expectedHead)
+        /// The ticket once submitted, or whether cancellation came first.
+        let submission = Mutex<(ticket: UInt64?, cancelled: Bool)>((nil, false))
+        let queue = commitQueue
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<AppendReceipt, any Error>) in
+                let ticket = queue.submitAsync(
+                    request, maxEvents: options.maxGroupCommitEvents,
+                    commit: { [self] batch in commit(batch) },
+                    completion: { continuation.resume(with: $0) })
+                let cancelled = submission.withLock { s -> Bool in
+                    s.ticket = ticket
+                    return s.cancelled
+                }
+                if cancelled { queue.cancel(ticket) }
+            }
+        } onCancel: {
+            let ticket = submission.withLock { s -> UInt64? in
+                s.cancelled = true
+                return s.ticket
+            }
+            if let ticket { queue.cancel(ticket) }
+        }
     }
 
     /// Validates a batch before any transaction starts: envelope limits, and the payload of
@@ -202,20 +169,12 @@ extension Ledger {
         return prepared
     }
 
-    /// The sequence of a one-event append.
-    static func first(of receipt: AppendReceipt, path: String) throws(LedgerError) -> UInt64 {
-        guard let first = receipt.sequences.first else {
-            throw .unexpected(path: path, operation: "append", reason: "the commit assigned no sequence")
-        }
-        return first
-    }
-
     /// The envelope's limits: type name (a custom type outside the built-ins' namespace),
     /// idempotency key, encoded size.
     private func checkEnvelope(type: String, key: String?, payloadCount: Int, roleBytes: Int, index: Int) throws(LedgerError) {
         let typeBytes = type.utf8.count
-        guard (1...Limits.maxTypeBytes).contains(typeBytes) else {
-            throw .invalidEvent(index: index, field: "type", reason: "must be 1–\(Limits.maxTypeBytes) bytes, got \(typeBytes)")
+        guard (1...EventLimits.maxTypeBytes).contains(typeBytes) else {
+            throw .invalidEvent(index: index, field: "type", reason: "must be 1–\(EventLimits.maxTypeBytes) bytes, got \(typeBytes)")
         }
         guard type.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
             throw .invalidEvent(index: index, field: "type", reason: "must be printable ASCII without spaces, got \(String(reflecting: type))")
@@ -224,8 +183,8 @@ extension Ledger {
         var keyBytes = 0
         if let key {
             keyBytes = key.utf8.count
-            guard (1...Limits.maxKeyBytes).contains(keyBytes) else {
-                throw .invalidEvent(index: index, field: "key", reason: "must be 1–\(Limits.maxKeyBytes) bytes, got \(keyBytes)")
+            guard (1...EventLimits.maxKeyBytes).contains(keyBytes) else {
+                throw .invalidEvent(index: index, field: "key", reason: "must be 1–\(EventLimits.maxKeyBytes) bytes, got \(keyBytes)")
             }
         }
         let size = EventRecord.headerSize + typeBytes + roleBytes + keyBytes + payloadCount + EventRecord.trailerSize
@@ -243,7 +202,7 @@ extension Ledger {
         let outcomes: [Result<AppendReceipt, LedgerError>]
         do {
             // The leader's own write timeout applies to the whole group.
-            outcomes = try store.write("append", durability: durability) { txn in try AppendTransaction(self, txn).run(batch) }
+            outcomes = try store.write("append", durability: durability) { tables in try AppendTransaction(tables, now: options.clock.now().micros).run(batch) }
         } catch {
             outcomes = Array(repeating: .failure(error), count: batch.count)
         }

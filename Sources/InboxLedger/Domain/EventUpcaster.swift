@@ -39,29 +39,3 @@ public struct EventUpcaster: Sendable {
         }
     }
 }
-
-extension Ledger {
-    /// `events` with every registered upcaster applied (no work without upcasters).
-    func upcast(_ events: [Event]) throws(LedgerError) -> [Event] {
-        guard !options.upcasters.isEmpty else { return events }
-        var out = events
-        for i in out.indices { out[i] = try upcast(out[i]) }
-        return out
-    }
-
-    func upcast(_ event: Event) throws(LedgerError) -> Event {
-        guard !options.upcasters.isEmpty, BuiltInEventType(rawValue: event.type) == nil else { return event }
-        let (name, stored) = EventTypeName.parse(event.type)
-        var version = stored
-        var result = event
-        while let upcaster = options.upcasters.first(where: { $0.eventType == name && $0.fromVersion == version }) {
-            do { result.payload = try upcaster.transform(result.payload) } catch {
-                throw .eventDecoding(sequence: event.sequence, type: event.type, field: "data",
-                                     reason: "the upcaster from version \(version) failed: \(error)")
-            }
-            version += 1
-            result.type = EventTypeName.stored(name, version: version)
-        }
-        return result
-    }
-}

@@ -1,4 +1,9 @@
 extension Ledger {
+    /// Every snapshot, oldest first.
+    public func snapshots() throws(LedgerError) -> [SnapshotInfo] {
+        try read("list snapshots") { tables in try tables.snapshots.headers() }
+    }
+
     /// Writes a compacted copy of the whole environment into `directory` (created if missing,
     /// must be empty): LMDB's compacting copy, the offline way to shrink a ledger's file.
     public func compactCopy(to directory: String) throws(LedgerError) {

@@ -52,8 +52,6 @@ struct Schema: Sendable {
         }
         self.projections = projections
     }
-
-    func store(_ txn: Transaction) -> TransactionStore { TransactionStore(txn: txn, tables: projections) }
 }
 
 /// A ledger's identity, written once when it is created.

@@ -78,29 +78,31 @@ enum SnapshotCodec {
     }
 }
 
-extension Ledger {
-    /// Every snapshot, oldest first.
-    public func snapshots() throws(LedgerError) -> [SnapshotInfo] {
-        try read("list snapshots") { txn in try snapshotHeaders(in: txn) }
-    }
+/// The `snapshots` table: `BE(S) ‖ tag ‖ key` → a projection row of snapshot S, and
+/// `BE(S) ‖ 0x00` → its header (``SnapshotCodec``).
+struct SnapshotTable {
+    let txn: Transaction
+    let table: Database
+    let path: String
 
-    func snapshotHeaders(in txn: Transaction) throws -> [SnapshotInfo] {
-        try snapshotPrefixes(in: txn).compactMap(\.info)
+    /// Every complete snapshot, oldest first.
+    func headers() throws -> [SnapshotInfo] {
+        try prefixes().compactMap(\.info)
     }
 
     /// Every snapshot sequence present in the table, with its header if it has one. A snapshot
     /// without a header is one whose deletion was interrupted: never used, removed by the next
     /// compaction.
-    func snapshotPrefixes(in txn: Transaction) throws -> [(sequence: UInt64, info: SnapshotInfo?)] {
+    func prefixes() throws -> [(sequence: UInt64, info: SnapshotInfo?)] {
         var found: [(sequence: UInt64, info: SnapshotInfo?)] = []
-        try txn.forEachEntry(schema.snapshots) { e in
+        try txn.forEachEntry(table) { e in
             guard e.key.count >= 9, let s = SequenceKey.decode(Array(e.key.prefix(8))) else {
                 throw LedgerError.corruptStore(path: path, reason: "malformed snapshot row")
             }
             var info: SnapshotInfo?
             // The header (tag 0) sorts first within its snapshot.
             if e.key[8] == SnapshotCodec.headerTag, let h = SnapshotCodec.Header.decode(e.value) {
-                info = SnapshotInfo(sequence: h.sequence, createdAt: Timestamp(micros: h.createdAt), rows: Int(h.rows), bytes: Int(h.bytes))
+                info = h.info
             }
             found.append((s, info))
             guard s < UInt64.max else { return .stop }
@@ -109,50 +111,49 @@ extension Ledger {
         return found
     }
 
-    /// Copies every projection row into a snapshot at the current head, in `txn`. Idempotent.
-    func writeSnapshot(in txn: Transaction, now: Int64) throws -> SnapshotInfo {
-        let head = try headSequence(in: txn)
-        if let existing = try txn.get(schema.snapshots, key: SnapshotCodec.rowKey(head, SnapshotCodec.headerTag, [])),
-           let h = SnapshotCodec.Header.decode(existing) {
-            return SnapshotInfo(sequence: h.sequence, createdAt: Timestamp(micros: h.createdAt), rows: Int(h.rows), bytes: Int(h.bytes))
-        }
-        let store = schema.store(txn)
+    /// The header of snapshot `sequence`, if it has a readable one.
+    func header(_ sequence: UInt64) throws -> SnapshotCodec.Header? {
+        try txn.get(table, key: SnapshotCodec.rowKey(sequence, SnapshotCodec.headerTag, [])).flatMap(SnapshotCodec.Header.decode)
+    }
+
+    /// Copies every row of `projections` into a snapshot at `head`, closed by its header.
+    func write(at head: UInt64, from projections: TransactionStore, now: Int64) throws -> SnapshotInfo {
         var crc: UInt32 = 0
         var rows: UInt64 = 0
         var bytes: UInt64 = 0
-        for table in ProjectionTable.allCases {
-            let tag = SnapshotCodec.tag(table)
+        for projectionTable in ProjectionTable.allCases {
+            let tag = SnapshotCodec.tag(projectionTable)
             var copied: [(key: [UInt8], value: [UInt8])] = []
-            try store.scan(table, from: []) { key, value in
+            try projections.scan(projectionTable, from: []) { key, value in
                 copied.append((key, value))
                 return true
             }
             for row in copied {
-                try txn.put(schema.snapshots, key: SnapshotCodec.rowKey(head, tag, row.key), value: row.value)
+                try txn.put(table, key: SnapshotCodec.rowKey(head, tag, row.key), value: row.value)
                 crc = SnapshotCodec.checksum(crc, tag: tag, key: row.key, value: row.value)
                 rows += 1
                 bytes += UInt64(row.key.count + row.value.count)
             }
         }
         let header = SnapshotCodec.Header(sequence: head, createdAt: now, rows: rows, bytes: bytes, checksum: crc)
-        try txn.put(schema.snapshots, key: SnapshotCodec.rowKey(head, SnapshotCodec.headerTag, []), value: header.encode())
-        return SnapshotInfo(sequence: head, createdAt: Timestamp(micros: now), rows: Int(rows), bytes: Int(bytes))
+        try txn.put(table, key: SnapshotCodec.rowKey(head, SnapshotCodec.headerTag, []), value: header.encode())
+        return header.info
     }
 
     /// Loads snapshot `sequence` into `store`, checking its row count and checksum.
-    func loadSnapshot(_ sequence: UInt64, into store: some ProjectionStore, in txn: Transaction) throws {
-        guard let headerBytes = try txn.get(schema.snapshots, key: SnapshotCodec.rowKey(sequence, SnapshotCodec.headerTag, [])),
-              let header = SnapshotCodec.Header.decode(headerBytes)
-        else { throw LedgerError.corruptStore(path: path, reason: "snapshot \(sequence) has no readable header") }
+    func load(_ sequence: UInt64, into store: some ProjectionStore) throws {
+        guard let header = try header(sequence) else {
+            throw LedgerError.corruptStore(path: path, reason: "snapshot \(sequence) has no readable header")
+        }
         var crc: UInt32 = 0
         var rows: UInt64 = 0
         let prefix = SequenceKey.encode(sequence)
-        try txn.forEachEntry(schema.snapshots, from: prefix + [1], prefix: prefix) { e in
-            guard let table = SnapshotCodec.table(e.key[8]) else {
+        try txn.forEachEntry(table, from: prefix + [1], prefix: prefix) { e in
+            guard let projectionTable = SnapshotCodec.table(e.key[8]) else {
                 throw LedgerError.corruptStore(path: path, reason: "snapshot \(sequence) has a row of unknown table \(e.key[8])")
             }
             let key = Array(e.key.dropFirst(9))
-            try store.put(table, key, e.value)
+            try store.put(projectionTable, key, e.value)
             crc = SnapshotCodec.checksum(crc, tag: e.key[8], key: key, value: e.value)
             rows += 1
             return .next
@@ -164,17 +165,32 @@ extension Ledger {
 
     /// Deletes up to `limit` rows of snapshot `sequence`, its header first (so a snapshot whose
     /// deletion is interrupted is never taken for a complete one); returns how many.
-    func deleteSnapshotRows(_ sequence: UInt64, limit: Int, in txn: Transaction) throws -> Int {
-        var deleted = try txn.delete(schema.snapshots, key: SnapshotCodec.rowKey(sequence, SnapshotCodec.headerTag, [])) ? 1 : 0
+    func deleteRows(_ sequence: UInt64, limit: Int) throws -> Int {
+        var deleted = try txn.delete(table, key: SnapshotCodec.rowKey(sequence, SnapshotCodec.headerTag, [])) ? 1 : 0
         let prefix = SequenceKey.encode(sequence)
         var keys: [[UInt8]] = []
-        try txn.forEachEntry(schema.snapshots, from: prefix, prefix: prefix) { e in
+        try txn.forEachEntry(table, from: prefix, prefix: prefix) { e in
             guard keys.count < limit else { return .stop }
             keys.append(e.key)
             return .next
         }
-        for key in keys { try txn.delete(schema.snapshots, key: key) }
+        for key in keys { try txn.delete(table, key: key) }
         deleted += keys.count
         return deleted
+    }
+}
+
+extension SnapshotCodec.Header {
+    var info: SnapshotInfo {
+        SnapshotInfo(sequence: sequence, createdAt: Timestamp(micros: createdAt), rows: Int(rows), bytes: Int(bytes))
+    }
+}
+
+extension StoreTransaction {
+    /// Copies every projection row into a snapshot at the current head. Idempotent.
+    func writeSnapshot(now: Int64) throws -> SnapshotInfo {
+        let head = try head()
+        if let existing = try snapshots.header(head) { return existing.info }
+        return try snapshots.write(at: head, from: projections, now: now)
     }
 }

@@ -1,0 +1,64 @@
+import LMDB
+
+/// One transaction of the store, seen as the ledger's tables: the only way any folder reads or
+/// writes a record. Each table is a type that owns its key and value encoding (docs/format.md),
+/// so no folder above the store encodes a key, decodes a value or names LMDB.
+///
+/// Given to the closures of ``LedgerStore/read(_:_:)`` and ``LedgerStore/write(_:durability:_:)``;
+/// valid only inside them (the LMDB transaction it wraps is invalidated when they return).
+struct StoreTransaction {
+    /// The LMDB transaction: the store's own, and the tests' way to damage a table behind the
+    /// tables' back (`rawTransaction`). Nothing outside Store/ touches it.
+    let rawTransaction: Transaction
+    /// What every transaction of the store shares (one reference: a transaction is passed and
+    /// copied on the append's path, and copying the schema itself costs retains and copies).
+    let layout: StoreLayout
+
+    init(rawTransaction: Transaction, layout: StoreLayout) {
+        self.rawTransaction = rawTransaction
+        self.layout = layout
+    }
+
+    /// The ledger's named databases.
+    var schema: Schema { layout.schema }
+    /// The ledger's directory, for the errors a malformed record is reported with.
+    var path: String { layout.path }
+
+    /// `meta`: the ledger's identity, head, counters and records, field by field.
+    var meta: MetaRecord { MetaRecord(txn: rawTransaction, table: schema.meta) }
+    /// `events`: the log, by sequence.
+    var events: EventTable { EventTable(txn: rawTransaction, table: schema.events, path: path) }
+    /// `keys`: the idempotency keys.
+    var keys: KeyTable { KeyTable(txn: rawTransaction, table: schema.keys, path: path) }
+    /// `consumers`: the consumers' cursors.
+    var consumers: ConsumerTable { ConsumerTable(txn: rawTransaction, table: schema.consumers, path: path) }
+    /// `snapshots`: the projections' snapshots.
+    var snapshots: SnapshotTable { SnapshotTable(txn: rawTransaction, table: schema.snapshots, path: path) }
+    /// The projection tables.
+    var projections: TransactionStore { TransactionStore(txn: rawTransaction, tables: schema.projections) }
+
+    /// The last sequence ever assigned (0 for an empty ledger).
+    func head() throws -> UInt64 { try meta.get(Meta.head) ?? 0 }
+
+    /// The lowest sequence in the log (`head + 1` when the log is empty).
+    func firstSequence() throws -> UInt64 {
+        if let first = try events.firstSequence() { return first }
+        return try head() + 1
+    }
+
+    /// The event counts by type and by origin role (``EventCounts/read(meta:legacy:in:)``).
+    func eventCounts() throws -> (byType: [String: UInt64], byRole: [String: UInt64]) {
+        try EventCounts.read(meta: schema.meta, legacy: schema.counters, in: rawTransaction)
+    }
+}
+
+/// A store's tables and directory, made once when it opens and shared by its transactions.
+final class StoreLayout: Sendable {
+    let schema: Schema
+    let path: String
+
+    init(schema: Schema, path: String) {
+        self.schema = schema
+        self.path = path
+    }
+}
