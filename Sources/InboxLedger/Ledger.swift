@@ -122,6 +122,22 @@ public final class Ledger: Sendable {
     /// Seconds as whole milliseconds, clamped to what makes sense for a timeout.
     static func milliseconds(_ seconds: Double) -> Int { LedgerStore.milliseconds(seconds) }
 
+    /// Makes every event this process has read so far as durable as `durability` promises (nil:
+    /// this handle's mode; raised to the ledger's floor), whoever committed it — another process
+    /// may have appended it with `.singleSync`, whose last commit a power cut can undo. Call it
+    /// before telling another system about events you read: a server, a file, another device
+    /// (the sync client does, before each batch it sends and before it records a downloaded
+    /// page). Syncs only what this process has not proved on disk yet (docs/operations.md,
+    /// "Durability"); nothing for a read-only handle or `.none`.
+    ///
+    /// ```swift
+    /// let batch = try relay.next(limit: 100)
+    /// try ledger.makeDurable()          // before the server learns of these events
+    /// ```
+    public func makeDurable(_ durability: LedgerDurability? = nil) throws(LedgerError) {
+        try store.makeDurable(durability)
+    }
+
     /// Suspends every ledger of this process, for an app about to be suspended (iOS kills a
     /// suspended process that holds a file lock in a shared container: 0xdead10cc).
     ///

@@ -317,14 +317,19 @@ public final class SyncClient: Sendable {
     func readBatch() async throws(SyncError) -> UpBatch {
         let relay = self.relay, ledger = self.ledger, limit = configuration.batchSize
         return try await waitingThroughTransient { () throws -> UpBatch in
+            let read: UpBatch
             do {
-                return UpBatch(batch: try relay.next(limit: limit))
+                read = UpBatch(batch: try relay.next(limit: limit))
             } catch LedgerError.consumerGap(_, let cursor, let first) {
                 // One snapshot each: every sequence between the cursor and the first event returned is trimmed.
                 let events = try ledger.events(after: cursor, limit: limit)
                 let lostThrough = (events.first?.sequence ?? first) - 1
-                return UpBatch(batch: ConsumerBatch(after: cursor, events: events), lostThrough: lostThrough > cursor ? lostThrough : nil)
+                read = UpBatch(batch: ConsumerBatch(after: cursor, events: events), lostThrough: lostThrough > cursor ? lostThrough : nil)
             }
+            // The server must never hold an event a power cut could take back from this ledger
+            // (an extension's `.singleSync` append): its sequence would be reused by another event.
+            try ledger.makeDurable(.durable)
+            return read
         }
     }
 
@@ -460,6 +465,9 @@ public final class SyncClient: Sendable {
                 NewEvent(type: $0.type, payload: Array($0.payload.utf8), key: SyncWire.downKey(user: page.user, seq: $0.seq))
             }
             let sequences = try await appendFeedPage(events, page: page)
+            // The state file may not get ahead of the ledger (a `.singleSync` ledger's last
+            // commit can be undone by a power cut, the file's rename not).
+            do { try ledger.makeDurable(.durable) } catch { throw .ledger(error) }
             try saveState(user: page.user, downCursor: last.seq, appendedAt: sequences.last)
             shared.withLock { $0.user = page.user; $0.downCursor = last.seq }
         } else if known == nil {

@@ -172,8 +172,19 @@ public final class Environment: Sendable {
     /// The pid of the process holding the writer lock now, if one does and it can be told.
     public func writeLockHolder() -> Int32? { shared.writeLockHolder() }
 
-    /// How many writes that changed nothing synced the snapshot their answer rested on
-    /// (docs/lmdb.md rule 30), in this process: for tests.
+    /// Makes everything committed so far durable to `durability`'s standard, whoever committed it
+    /// (another process, perhaps in a weaker mode): syncs the data file unless this process
+    /// already proved it on disk (docs/lmdb.md rule 30). Call it before handing what was read to
+    /// another system. Does nothing for a read-only environment or `.none`.
+    ///
+    /// ```swift
+    /// let value = try environment.read { txn in try txn.get(db, key: Array("greeting".utf8)) }
+    /// try environment.makeDurable(.durable)   // now tell the server about `value`
+    /// ```
+    public func makeDurable(_ durability: Durability = .durable) throws(LMDBError) { try shared.makeDurable(durability) }
+
+    /// How many syncs made an answer that rested on what was already stored durable
+    /// (docs/lmdb.md rule 30: writes that changed nothing, ``makeDurable(_:)``), in this process: for tests.
     package var settlingSyncs: Int { shared.settlingSyncs.load(ordering: .relaxed) }
 
     /// Suspends every environment of this process (the answer to iOS's 0xdead10cc): new calls

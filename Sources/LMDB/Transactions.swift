@@ -251,9 +251,28 @@ extension SharedEnvironment {
             return proof.needsSync(snapshot: snapshot, mode: mode)
         }
         guard needsSync else { return }
+        try sync(opened, through: snapshot)
+    }
+
+    /// `mdb_env_sync(env, 1)` made after transaction `snapshot` committed: recorded in the proof.
+    private func sync(_ opened: OpenHandle, through snapshot: Int) throws(LMDBError) {
         try check(mdb_env_sync(opened.env, 1))
         syncProof.withLock { $0.synced(through: snapshot) }
         settlingSyncs.add(1, ordering: .relaxed)
+    }
+
+    /// Makes everything committed so far — so everything this process has read — durable to
+    /// `mode`'s standard, whoever committed it: a sync unless this process already proved it on
+    /// disk (``SyncProof``). For data read and then handed to another system (a server, a file)
+    /// that must not learn of anything a power cut could take back. Nothing for a read-only
+    /// environment (it cannot sync; what it read is promised by whoever wrote it) or `none`.
+    func makeDurable(_ mode: Durability) throws(LMDBError) {
+        if readOnly || mode == .none { return }
+        try withHandle { (opened: OpenHandle) throws(LMDBError) in
+            let last = Self.lastTransactionID(opened.env)
+            guard syncProof.withLock({ $0.needsSync(snapshot: last, mode: mode) }) else { return }
+            try sync(opened, through: last)
+        }
     }
 
     // MARK: The transactions of the environment

@@ -19,6 +19,13 @@ func exampleLedger() throws {
     _ = seq
 }
 
+// Ledger.swift (durability of what was read)
+func exampleMakeDurable(_ ledger: Ledger, relay: Consumer) throws {
+    let batch = try relay.next(limit: 100)
+    try ledger.makeDurable()          // before the server learns of these events
+    _ = batch
+}
+
 // Ledger.swift (suspension)
 struct ExampleScenePhaseView: View {
     var scenePhase: ScenePhase

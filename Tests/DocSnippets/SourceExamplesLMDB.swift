@@ -22,6 +22,12 @@ func exampleEnvironment() throws {
     _ = value
 }
 
+func exampleMakeDurable(_ environment: Environment, db: Database) throws {
+    let value = try environment.read { txn in try txn.get(db, key: Array("greeting".utf8)) }
+    try environment.makeDurable(.durable)   // now tell the server about `value`
+    _ = value
+}
+
 func exampleSuspendAll() {
     let stillOpen = Environment.suspendAll(waitingMilliseconds: 2000)
     // … the process may now be suspended …

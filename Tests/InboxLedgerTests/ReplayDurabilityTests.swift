@@ -65,4 +65,27 @@ import TestSupport
         #expect(try await relaxed.append(contentsOf: [third]) == [3])
         #expect(relaxed.store.settlingSyncs == expected + 1, "proven: once")
     }
+
+    /// What was read and is handed on (the sync client's batches, a consumer another process
+    /// registered) is made durable by `makeDurable()`: once, and only when not proven yet.
+    @Test func whatWasReadIsMadeDurableBeforeItIsHandedOn() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        let host = try Ledger(path: path, options: LedgerOptions(role: "app"))
+        var expected = host.store.settlingSyncs
+        try extensionAppends(path, push)
+        #expect(try host.events(after: 0, limit: 10).count == 1)
+        try host.makeDurable()
+        expected += 1
+        #expect(host.store.settlingSyncs == expected, "read, then handed on: synced first")
+        try host.makeDurable()
+        #expect(host.store.settlingSyncs == expected, "proven: no second sync")
+
+        let out = try Processes.run(cli, ["consume", path, "--name", "host-app", "--limit", "1"])
+        #expect(out.status == 0, "\(out.stderr)")  // registers the consumer from another process
+        try extensionAppends(path, #"{"type":"push.received","key":"push-4714","data":{"messageID":"m4"}}"#)
+        _ = try host.consumer(named: "host-app")
+        expected += 1
+        #expect(host.store.settlingSyncs == expected, "an existing registration is made durable like a new one")
+    }
 }

@@ -83,4 +83,25 @@ import TestSupport
         #expect(try env.write { try $0.get(db, key: be(5)) }?.count == 16)
         #expect(syncs() == before + 1)
     }
+
+    /// `makeDurable` syncs what another process committed, once; a read-only environment cannot.
+    @Test func makeDurableSyncsOnlyWhatIsNotProven() throws {
+        let dir = TemporaryDirectory()
+        var c = config()
+        c.durability = .durable
+        let env = try Environment.open(directory: dir.path, configuration: c)
+        let db = try env.database("data")
+        try env.write { try $0.put(db, key: be(0), value: [0]) }
+        let before = env.settlingSyncs
+        try env.makeDurable()
+        #expect(env.settlingSyncs == before, "this process's own durable commit proved it")
+        try env.write(durability: .singleSync) { try $0.put(db, key: be(1), value: [1]) }
+        try env.makeDurable(.singleSync)
+        #expect(env.settlingSyncs == before, "singleSync's standard is proven by its own commit")
+        try env.makeDurable()
+        #expect(env.settlingSyncs == before + 1)
+        try env.makeDurable()
+        try env.makeDurable(Durability.none)
+        #expect(env.settlingSyncs == before + 1)
+    }
 }

@@ -115,6 +115,9 @@ extension Ledger {
                 }
                 try tables.consumers.write(ConsumerRecord(cursor: cursor, lastSeen: now, createdAt: now), named: name)
             }
+        } else {
+            // Registered by another process, perhaps in a weaker mode: "durably" holds for it too.
+            try makeDurable()
         }
         return Consumer(name: name, ledger: self)
     }

@@ -129,6 +129,17 @@ final class LedgerStore: Sendable {
         }
     }
 
+    /// Makes everything committed so far durable in `requested` (raised to the floor) or this
+    /// handle's mode (``Ledger/makeDurable(_:)``); nothing for a read-only environment.
+    func makeDurable(_ requested: LedgerDurability?) throws(LedgerError) {
+        let mode = requested.map { $0.atLeast(storedMetadata.durabilityFloor) } ?? durability
+        do {
+            try environment.makeDurable(mode.lmdb)
+        } catch {
+            throw LedgerError.from(error, path: path, operation: "sync to disk")
+        }
+    }
+
     /// A write's error as a `LedgerError`; a timed-out writer lock names its holder.
     private func writeError(_ error: any Error, operation: String) -> LedgerError {
         if (error as? LMDBError) == .writeLockTimeout {
