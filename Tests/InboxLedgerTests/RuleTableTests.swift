@@ -72,17 +72,20 @@ import TestSupport
         }
     }
 
+    /// A row's state from its server flag and local override, named as the table names it.
+    static func rowState(server: Bool, local: Bool?) -> String {
+        switch (server, local) {
+        case (false, nil): "unread"
+        case (true, nil): "read"
+        case (false, true?): "read here"
+        case (true, false?): "unread here"
+        case (let server, let local?): "override \(local) equal to server \(server)"
+        }
+    }
+
     /// The state of `m` in the model, named as the table names it.
     static func state(of model: FlowModel) -> String {
-        if let row = model.rows["m"] {
-            switch (row.serverRead, row.localRead) {
-            case (false, nil): return "unread"
-            case (true, nil): return "read"
-            case (false, true?): return "read here"
-            case (true, false?): return "unread here"
-            case (let server, let local?): return "override \(local) equal to server \(server)"
-            }
-        }
+        if let row = model.rows["m"] { return rowState(server: row.serverRead, local: row.localRead) }
         if let change = model.announced["m"] {
             switch change {
             case nil: return "announced"
@@ -100,13 +103,7 @@ import TestSupport
         }
         if let record {
             guard let record else { return "malformed" }
-            switch (record.serverRead, record.localRead) {
-            case (false, nil): return "unread"
-            case (true, nil): return "read"
-            case (false, true?): return "read here"
-            case (true, false?): return "unread here"
-            case (let server, let local?): return "override \(local) equal to server \(server)"
-            }
+            return rowState(server: record.serverRead, local: record.localRead)
         }
         if let change = try ledger.localChanges().first(where: { $0.id == "m" }) {
             switch (change.kind, change.localRead) {
