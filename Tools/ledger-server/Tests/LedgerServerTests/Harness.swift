@@ -12,8 +12,9 @@ import Glibc
 #endif
 
 /// How long a wait may last before it counts as a hang: minutes, so a loaded machine only makes
-/// the tests slower. No assertion relies on it.
-let hangGuard: Duration = .seconds(600)
+/// the tests slower. No assertion relies on it. `SYNC_TEST_HANG_GUARD=SECONDS` shortens it to
+/// look at a hang without waiting ten minutes.
+let hangGuard: Duration = .seconds(ProcessInfo.processInfo.environment["SYNC_TEST_HANG_GUARD"].flatMap { Int($0) } ?? 600)
 
 /// The repository's root (for scripts/sync-postgres.sh) and the built products.
 let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -106,12 +107,18 @@ final class Child: Sendable {
 
     /// Waits for a line containing `needle`; throws if the process ends without printing it.
     func waitForLine(containing needle: String) async throws {
-        try await waitFor("'\(needle)' from \(name)") {
-            if text.contains(needle) { return true }
-            if !isRunning {
-                throw HarnessError(description: "\(name) exited (\(status.withLock { $0 } ?? -1)) without '\(needle)':\n\(text)")
+        do {
+            try await waitFor("'\(needle)' from \(name)") {
+                if text.contains(needle) { return true }
+                if !isRunning {
+                    throw HarnessError(description: "\(name) exited (\(status.withLock { $0 } ?? -1)) without '\(needle)':\n\(text)")
+                }
+                return false
             }
-            return false
+        } catch let error as HarnessError where error.description.hasPrefix("hang") {
+            // What the process said last is what tells a hang from a slow run.
+            let tail = text.split(separator: "\n").suffix(30).joined(separator: "\n")
+            throw HarnessError(description: "\(error.description); the last of its output:\n\(tail)")
         }
     }
 

@@ -201,7 +201,11 @@ struct SyncServerTests {
             defer { deviceA.kill(); deviceB.kill() }
             // Server 1 is killed (SIGKILL) once A's first batch is acknowledged, while A keeps
             // sending; a new process takes its port and A's retries carry on.
-            try await deviceA.waitForLine(containing: "up-cursor=100 ")
+            // (The relay's cursor in the ledger, not A's printed status: statusUpdates() coalesces
+            // counters to 4 a second, so a status naming the first batch's cursor may never print.)
+            try await waitFor("A's first batch to be acknowledged") {
+                try (a.ledger.consumers().first { $0.name == "sync-relay" }?.cursor ?? 0) >= 100
+            }
             first.kill()
             let port = url1.port ?? 0
             try await h.startServer(port: port)
