@@ -78,11 +78,18 @@ extension Ledger {
     }
 
     func upcast(_ event: Event) throws(LedgerError) -> Event {
-        guard !options.upcasters.isEmpty, BuiltInEventType(rawValue: event.type) == nil else { return event }
+        try EventUpcaster.apply(options.upcasters, to: event)
+    }
+}
+
+extension EventUpcaster {
+    /// `event` upgraded by every upcaster of `upcasters` that applies, in turn.
+    static func apply(_ upcasters: [EventUpcaster], to event: Event) throws(LedgerError) -> Event {
+        guard !upcasters.isEmpty, BuiltInEventType(rawValue: event.type) == nil else { return event }
         let (name, stored) = EventTypeName.parse(event.type)
         var version = stored
         var result = event
-        while let upcaster = options.upcasters.first(where: { $0.eventType == name && $0.fromVersion == version }) {
+        while let upcaster = upcasters.first(where: { $0.eventType == name && $0.fromVersion == version }) {
             do { result.payload = try upcaster.transform(result.payload) } catch {
                 throw .eventDecoding(sequence: event.sequence, type: event.type, field: "data",
                                      reason: "the upcaster from version \(version) failed: \(error)")

@@ -57,6 +57,7 @@ public final class Ledger: Sendable {
     public init(path: String, options: LedgerOptions = LedgerOptions()) throws(LedgerError) {
         try Ledger.validatePath(path)
         try Ledger.validateRole(options.role)
+        let projections = try AppProjectionRegistry.make(options)  // before anything is opened or created
         self.path = path
         self.options = options
         self.origin = Origin(role: options.role)
@@ -73,12 +74,14 @@ public final class Ledger: Sendable {
             ChangeMonitor(dataFile: path + "/data.mdb")
         }
         self.log = EventLog(store: store, commitQueue: commitQueue, changeMonitor: changeMonitor, origin: origin,
-                            durability: store.durability, options: options)
+                            durability: store.durability, options: options, projections: projections)
         let metadata = store.storedMetadata
         if writeRefusal == nil, metadata.formatVersion < Schema.formatVersion { try upgradeFormat() }
         if writeRefusal == nil, metadata.projectionVersion < ProjectionRules.version { try upgradeProjections() }
         // Before this handle appends: events already stored under a later built-in name stay custom.
         if writeRefusal == nil { try recordBuiltInTypes() }
+        // The app's projections whose stored version is older (or that are new) are built now.
+        if writeRefusal == nil { try buildAppProjections() }
     }
 
     /// Throws why this handle may not write, if it may not.

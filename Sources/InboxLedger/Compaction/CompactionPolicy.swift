@@ -43,6 +43,9 @@ public struct CompactionReport: Sendable, Hashable {
         case retainedTail(through: UInt64)
         /// Another compactor (process `pid`) holds the compaction lease.
         case anotherCompactor(pid: Int32)
+        /// App projection `name` has applied the log only through `through` (events other
+        /// processes appended wait for a process that registers it, or it is being built).
+        case projection(name: String, through: UInt64)
 
         /// What the blocker is, in a sentence.
         public var description: String {
@@ -50,6 +53,7 @@ public struct CompactionReport: Sendable, Hashable {
             case .consumer(let name, let cursor): "consumer '\(name)' has read only up to \(cursor)"
             case .retainedTail(let through): "the retained tail keeps events after \(through)"
             case .anotherCompactor(let pid): "another compactor (pid \(pid)) is running"
+            case .projection(let name, let through): "app projection '\(name)' has applied the log only through \(through)"
             }
         }
     }

@@ -73,6 +73,12 @@ public final class Compactor: Sendable {
                     blockers.append(.consumer(name: info.name, cursor: info.cursor))
                 }
             }
+            // An app projection's events not applied yet stay: the next process that keeps it
+            // (or its build) reads them from the log.
+            for meta in try AppProjectionTable.metas(in: tables.projections, path: tables.path) where meta.appliedThrough < limit {
+                limit = meta.appliedThrough
+                blockers.append(.projection(name: meta.name, through: meta.appliedThrough))
+            }
             let latest = try tables.snapshots.headers().last?.sequence
             return Plan(head: head, first: first, trimThrough: limit, latestSnapshot: latest, blockers: blockers, expired: expired)
         }

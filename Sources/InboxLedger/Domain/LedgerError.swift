@@ -72,6 +72,12 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
     /// A failure that is neither LMDB's nor the system's: a broken invariant of this library
     /// (please report it) or an error of a type it does not know.
     case unexpected(path: String, operation: String, reason: String)
+    /// An app projection refused an event of the append (its apply threw, or its state cannot
+    /// be stored): nothing of the append was written.
+    case projectionRejected(name: String, sequence: UInt64?, type: String?, reason: String)
+    /// An app projection cannot be read by this handle: not registered, another version
+    /// stored, not built yet, or failed (the reason says which).
+    case projectionUnavailable(name: String, reason: String)
 
     /// What happened and where, in one line a person can act on.
     public var description: String {
@@ -109,6 +115,9 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
             "\(path): all \(slots) reader slots are held by live processes (`ledger inspect` lists them by pid); nothing was read: close ledgers in other processes or retry once some exit (slots of dead processes are reclaimed automatically; a writable opening needs no slot)"
         case .storage(let path, let operation, let code, let message): "\(path): \(operation) failed: \(message) (code \(code))"
         case .unexpected(let path, let operation, let reason): "\(path): \(operation) failed unexpectedly: \(reason)"
+        case .projectionRejected(let name, let sequence, let type, let reason):
+            "projection '\(name)' refused \(type.map { "event \(sequence.map(String.init) ?? "?") (\($0))" } ?? "the append"): \(reason); nothing was written"
+        case .projectionUnavailable(let name, let reason): "projection '\(name)' cannot be read: \(reason)"
         }
     }
 
@@ -120,7 +129,8 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case .suspended, .writerBusy, .readerSlotsFull: true
         case .notALedger, .newerFormat, .permissionDenied, .readOnly, .invalidEvent, .eventTooLarge, .idempotencyConflict,
              .unknownConsumer, .consumerGap, .consumerConflict, .headMoved, .corruptRecord, .corruptStore, .storeFull, .storage,
-             .invalidArgument, .unexpected, .newerProjections, .projectionUpgradeNeeded, .eventDecoding, .filesNotShared: false
+             .invalidArgument, .unexpected, .newerProjections, .projectionUpgradeNeeded, .eventDecoding, .filesNotShared,
+             .projectionRejected, .projectionUnavailable: false
         }
     }
 }

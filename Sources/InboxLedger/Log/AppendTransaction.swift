@@ -32,6 +32,7 @@ struct AppendTransaction {
         let startHead = try tables.head()
         var head = startHead
         let projector = try Projector(store: tables.projections)
+        var apps = AppProjectionsInTransaction(tables)
         var counts = EventCounts()
         var outcomes: [Result<AppendReceipt, LedgerError>] = []
         outcomes.reserveCapacity(batch.count)
@@ -52,6 +53,19 @@ struct AppendTransaction {
                 continue
             case .success(let r):
                 resolved = r
+            }
+            // The app projections see the request's new events before anything is written: one
+            // whose apply throws refuses the request alone.
+            let inline = try apps.inline(request.projections, head: head)
+            let staged: [(AnyAppProjection, AppProjectionChanges)]
+            switch Result(catching: { () throws(LedgerError) in
+                try apps.stage(newEvents(request, resolved, after: head), for: inline, registry: request.projections)
+            }) {
+            case .failure(let refusal):
+                outcomes.append(.failure(refusal))
+                continue
+            case .success(let s):
+                staged = s
             }
             // Pass 2: write the new events and apply them; duplicates get the original's sequence.
             var receipt = AppendReceipt(sequences: [], notes: [])
@@ -86,12 +100,14 @@ struct AppendTransaction {
                 receipt.sequences.append(head)
                 receipt.replayed.append(false)
             }
+            try apps.write(staged, through: head)
             if let cursor = request.cursor {
                 try tables.consumers.write(ConsumerRecord(cursor: cursor.through, lastSeen: now, createdAt: now), named: cursor.name)
             }
             outcomes.append(.success(receipt))
         }
         try projector.finish()
+        try apps.finish()
         // A commit that appended nothing (a consumer's cursor move, a heartbeat, only retries)
         // leaves `meta` alone: one page fewer to write and sync. The head and the counters
         // share `meta`'s leaf: an append dirties one page for both.
@@ -99,6 +115,26 @@ struct AppendTransaction {
         if head != startHead { try meta.put(Meta.head, head) }
         try counts.apply(to: meta)
         return outcomes
+    }
+
+    /// The events pass 2 will write for `request` (those resolved as new, the first of each
+    /// key), as they will be stored, for the app projections to stage (only when one is kept).
+    private func newEvents(_ request: CommitRequest, _ resolved: [KeyResolution], after head: UInt64) -> [Event] {
+        guard !request.projections.projections.isEmpty else { return [] }
+        var sequence = head
+        var seen: Set<String> = []
+        var out: [Event] = []
+        for (event, resolution) in zip(request.events, resolved) {
+            switch resolution {
+            case .stored: continue
+            case .earlierInBatch: if let key = event.key, seen.contains(key) { continue }
+            case .new: break
+            }
+            if let key = event.key { seen.insert(key) }
+            sequence += 1
+            out.append(Event(sequence: sequence, timestampMicros: now, origin: request.origin, type: event.type, key: event.key, payload: event.payload))
+        }
+        return out
     }
 
     /// Looks up each event's idempotency key (``KeyResolution``), or returns the conflict.

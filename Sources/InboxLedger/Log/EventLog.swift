@@ -89,6 +89,8 @@ struct EventLog: Sendable {
     /// The durability the handle's appends commit with.
     let durability: LedgerDurability
     let options: LedgerOptions
+    /// The app projections this handle keeps in its appends' transactions.
+    let projections: AppProjectionRegistry
 
     var path: String { store.path }
 
@@ -96,7 +98,7 @@ struct EventLog: Sendable {
     /// blocking this thread.
     func submit(_ prepared: [PreparedEvent], cursor: CursorCommit?, expectedHead: UInt64? = nil) throws(LedgerError) -> AppendReceipt {
         try store.checkWritable()
-        let request = CommitRequest(events: prepared, origin: origin, durability: durability, cursor: cursor, expectedHead: expectedHead)
+        let request = CommitRequest(events: prepared, origin: origin, durability: durability, cursor: cursor, expectedHead: expectedHead, projections: projections)
         let result = commitQueue.submit(request, maxEvents: options.maxGroupCommitEvents) { batch in
             commit(batch)
         }
@@ -107,7 +109,7 @@ struct EventLog: Sendable {
     /// blocking a thread.
     func submitAsync(_ prepared: [PreparedEvent], cursor: CursorCommit?, expectedHead: UInt64? = nil) async throws -> AppendReceipt {
         try store.checkWritable()
-        let request = CommitRequest(events: prepared, origin: origin, durability: durability, cursor: cursor, expectedHead: expectedHead)
+        let request = CommitRequest(events: prepared, origin: origin, durability: durability, cursor: cursor, expectedHead: expectedHead, projections: projections)
         /// The ticket once submitted, or whether cancellation came first.
         let submission = Mutex<(ticket: UInt64?, cancelled: Bool)>((nil, false))
         let queue = commitQueue

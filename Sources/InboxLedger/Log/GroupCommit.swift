@@ -9,13 +9,18 @@ struct CommitRequest: Sendable {
     let cursor: CursorCommit?
     /// The head the caller read before deciding (``Ledger/append(contentsOf:expectingHead:)``).
     let expectedHead: UInt64?
+    /// The app projections of the handle that made the request (handles of one process may
+    /// register different ones; one group commit serves them all).
+    let projections: AppProjectionRegistry
 
-    init(events: [PreparedEvent], origin: Origin, durability: LedgerDurability, cursor: CursorCommit? = nil, expectedHead: UInt64? = nil) {
+    init(events: [PreparedEvent], origin: Origin, durability: LedgerDurability, cursor: CursorCommit? = nil, expectedHead: UInt64? = nil,
+         projections: AppProjectionRegistry = .empty) {
         self.events = events
         self.origin = origin
         self.durability = durability
         self.cursor = cursor
         self.expectedHead = expectedHead
+        self.projections = projections
     }
 }
 

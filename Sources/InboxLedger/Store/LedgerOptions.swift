@@ -98,6 +98,14 @@ public struct LedgerOptions: Sendable {
     /// slot) after this many seconds without a call; the next call reopens them transparently
     /// (docs/operations.md gives the cost). nil: stay open while a handle exists.
     public var closesWhenIdle: Double?
+    /// The app's own projections (``LedgerProjection``), kept in the same transaction as every
+    /// append of this handle and built, on a writable opening, when their stored version is
+    /// older (docs/semantics.md, "App projections").
+    ///
+    /// ```swift
+    /// options.projections = [TaskList.self]
+    /// ```
+    public var projections: [any LedgerProjection.Type] = []
     /// The time source for commit timestamps and expiry (``LedgerClock``): the system clock
     /// unless a test injects one.
     public var clock: LedgerClock = .system

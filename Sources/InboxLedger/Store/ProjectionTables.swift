@@ -17,13 +17,16 @@ enum ProjectionTable: String, CaseIterable, Sendable {
     /// message id → ``LocalMessageRecord``: what this device did or heard of a message that the
     /// server's listing does not reflect yet (a local removal, a push announcing it)
     case local
+    /// The projections apps define (``LedgerProjection``): every registered projection's
+    /// record, rows, order index and document (``AppProjectionKeys``)
+    case apps = "app-projections"
 
     /// Whether the table came with projection rules after the first (a ledger an older library
     /// wrote may lack it; it is read as empty until a writable opening creates it).
     var addedByNewerRules: Bool {
         switch self {
         case .messages, .widget, .expiry, .actions, .actionIDs, .state: false
-        case .local: true
+        case .local, .apps: true
         }
     }
 }
@@ -66,9 +69,10 @@ struct TransactionStore: ProjectionStore {
         try txn.forEachEntry(db, from: start) { e in try body(e.key, e.value) ? .next : .stop }
     }
 
-    /// Empties every projection table this handle found (a rebuild by other rules).
+    /// Empties every built-in projection table this handle found (a rebuild by other rules;
+    /// the app projections are the apps' own, rebuilt by their versions).
     func removeAll() throws {
-        for table in ProjectionTable.allCases {
+        for table in ProjectionTable.allCases where table != .apps {
             guard let db = tables[table] else { continue }
             try txn.removeAll(db)
         }

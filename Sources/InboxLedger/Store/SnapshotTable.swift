@@ -28,6 +28,7 @@ enum SnapshotCodec {
         case .actionIDs: 5
         case .state: 6
         case .local: 7
+        case .apps: 8
         }
     }
 
@@ -140,8 +141,10 @@ struct SnapshotTable {
         return header.info
     }
 
-    /// Loads snapshot `sequence` into `store`, checking its row count and checksum.
-    func load(_ sequence: UInt64, into store: some ProjectionStore) throws {
+    /// Loads snapshot `sequence` into `store`, checking its row count and checksum: the
+    /// built-in projections' rows, and the app projections' when `apps` is true (a rebuild of
+    /// the built-in projections leaves the apps' live state alone).
+    func load(_ sequence: UInt64, into store: some ProjectionStore, apps: Bool = false) throws {
         guard let header = try header(sequence) else {
             throw LedgerError.corruptStore(path: path, reason: "snapshot \(sequence) has no readable header")
         }
@@ -153,7 +156,7 @@ struct SnapshotTable {
                 throw LedgerError.corruptStore(path: path, reason: "snapshot \(sequence) has a row of unknown table \(e.key[8])")
             }
             let key = Array(e.key.dropFirst(9))
-            try store.put(projectionTable, key, e.value)
+            if projectionTable != .apps || apps { try store.put(projectionTable, key, e.value) }
             crc = SnapshotCodec.checksum(crc, tag: e.key[8], key: key, value: e.value)
             rows += 1
             return .next

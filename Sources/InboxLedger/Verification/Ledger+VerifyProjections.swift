@@ -36,7 +36,7 @@ extension Ledger {
             let rebuilt = MemoryStore()
             try projectionRebuild.replay(into: rebuilt, from: .newestSnapshotIfTrimmed, in: tables)
             let stored = tables.projections
-            for table in ProjectionTable.allCases {
+            for table in ProjectionTable.allCases where table != .apps {  // app projections: verifyAppProjections()
                 var actual: [(key: [UInt8], value: [UInt8])] = []
                 try stored.scan(table, from: []) { key, value in
                     actual.append((key, value))

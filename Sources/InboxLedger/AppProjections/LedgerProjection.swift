@@ -1,0 +1,179 @@
+/// A read model an app defines over its own events, kept by the ledger in the same write
+/// transaction as every append that touches it (docs/apps.md, "Your own read models";
+/// docs/semantics.md, "App projections").
+///
+/// A projection has keyed rows (one per task, per note, …) and one document (counts, a
+/// "last changed" stamp, …), both `Codable` and stored as JSON, so `ledger projection DIR NAME`
+/// can show them without the app's code. ``apply(_:to:)`` must be a pure function of the event
+/// and the state: it runs in every process that registers the projection, again when the
+/// projection is rebuilt, and by `verify`.
+///
+/// ```swift
+/// struct TaskList: LedgerProjection {
+///     struct Row: Codable, Sendable, Equatable { var title: String; var done: Bool; var due: Int64 }
+///     struct Document: Codable, Sendable, Equatable { var open = 0 }
+///     static let name = "com.example.tasks"
+///     static let version = 1
+///     static let eventTypes: Set<String> = [TaskAdded.eventType, TaskDone.eventType]
+///     static let initialDocument = Document()
+///     static func order(of row: Row, key: String) -> ProjectionOrder? { ProjectionOrder(.bool(row.done), .int(row.due)) }
+///     static func apply(_ event: Event, to state: inout ProjectionUpdate<TaskList>) throws {
+///         switch event.baseType {
+///         case TaskAdded.eventType:
+///             let added = try event.decode(as: TaskAdded.self)
+///             try state.set(Row(title: added.title, done: false, due: added.due), for: added.id)
+///             state.document.open += 1
+///         default:
+///             let done = try event.decode(as: TaskDone.self)
+///             guard var row = try state.row(done.id), !row.done else { return }
+///             row.done = true
+///             try state.set(row, for: done.id)
+///             state.document.open -= 1
+///         }
+///     }
+/// }
+///
+/// var options = LedgerOptions(role: "widget")
+/// options.projections = [TaskList.self]
+/// let ledger = try Ledger(path: path, options: options)
+/// try ledger.append(TaskDone(id: "t1"))                    // the row changes in the same transaction
+/// let today = try ledger.projectionRows(TaskList.self, limit: 10)   // one short read transaction
+/// ```
+public protocol LedgerProjection: Sendable {
+    /// One keyed row.
+    associatedtype Row: Codable & Sendable & Equatable
+    /// The one document beside the rows (``NoProjectionDocument`` when there is none).
+    associatedtype Document: Codable & Sendable & Equatable = NoProjectionDocument
+
+    /// Its name: 1–64 bytes of lowercase ASCII letters, digits, `.`, `-` and `_`, unique in the ledger.
+    static var name: String { get }
+    /// Its version, from 1: raise it whenever ``apply(_:to:)``, ``order(of:key:)`` or the
+    /// stored shapes change, and the projection is rebuilt from the log (docs/semantics.md,
+    /// "App projections": the version rule).
+    static var version: Int { get }
+    /// The base type names (``Event/baseType``) of the events it reads; others are never passed
+    /// to ``apply(_:to:)``.
+    static var eventTypes: Set<String> { get }
+    /// The document before the first event.
+    static var initialDocument: Document { get }
+    /// The order ``Ledger/projectionRows(_:from:limit:)`` lists rows in; nil (the default):
+    /// by key.
+    static func order(of row: Row, key: String) -> ProjectionOrder?
+    /// Applies one event to the state. Throwing refuses the append that carries the event
+    /// (nothing of it is written): ``LedgerError/projectionRejected(name:sequence:type:reason:)``.
+    static func apply(_ event: Event, to state: inout ProjectionUpdate<Self>) throws
+}
+
+extension LedgerProjection {
+    /// By key.
+    public static func order(of row: Row, key: String) -> ProjectionOrder? { nil }
+}
+
+extension LedgerProjection where Document == NoProjectionDocument {
+    /// The empty document.
+    public static var initialDocument: NoProjectionDocument { NoProjectionDocument() }
+}
+
+/// The document of a projection that has only rows.
+public struct NoProjectionDocument: Codable, Sendable, Hashable {
+    /// The empty document.
+    public init() {}
+}
+
+/// A sort order for a projection's rows: components compared in turn, each ascending unless
+/// wrapped in ``Component/descending(_:)``; rows that tie are ordered by key.
+///
+/// ```swift
+/// ProjectionOrder(.bool(row.done), .descending(.int(row.priority)), .string(row.title))
+/// ```
+public struct ProjectionOrder: Sendable, Hashable {
+    /// One sort component.
+    public indirect enum Component: Sendable, Hashable {
+        case int(Int64)
+        case double(Double)
+        case string(String)
+        case bool(Bool)
+        /// The component in reverse order.
+        case descending(Component)
+    }
+
+    /// The components' order-preserving bytes (docs/format.md, "App projections").
+    let bytes: [UInt8]
+
+    /// An order of `components`, compared in turn.
+    public init(_ components: Component...) { self.init(components) }
+
+    /// An order of `components`, compared in turn.
+    public init(_ components: [Component]) {
+        var bytes: [UInt8] = []
+        for component in components { Self.encode(component, into: &bytes) }
+        self.bytes = bytes
+    }
+
+    /// Prefix-free encodings (so a component's complement sorts in reverse, and the row key
+    /// appended after the last one breaks ties).
+    private static func encode(_ component: Component, into bytes: inout [UInt8]) {
+        switch component {
+        case .bool(let value):
+            bytes += [0x10, value ? 1 : 0]
+        case .int(let value):
+            bytes.append(0x20)
+            bytes += bigEndian(UInt64(bitPattern: value) ^ (1 << 63))
+        case .double(let value):
+            let bits = (value == 0 ? 0.0 : value).bitPattern  // -0 and 0 are one value
+            bytes.append(0x30)
+            bytes += bigEndian(bits & (1 << 63) != 0 ? ~bits : bits | (1 << 63))
+        case .string(let value):
+            bytes.append(0x40)
+            for byte in value.utf8 {
+                bytes.append(byte)
+                if byte == 0 { bytes.append(0xFF) }
+            }
+            bytes += [0x00, 0x01]
+        case .descending(let inner):
+            var encoded: [UInt8] = []
+            encode(inner, into: &encoded)
+            bytes += encoded.map { ~$0 }
+        }
+    }
+
+    private static func bigEndian(_ value: UInt64) -> [UInt8] {
+        (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * UInt64($0))) }
+    }
+}
+
+/// The state ``LedgerProjection/apply(_:to:)`` reads and changes: rows by key and the document.
+/// Changes are kept in memory until every event of the append applied without throwing, then
+/// written in the append's transaction.
+public struct ProjectionUpdate<P: LedgerProjection> {
+    /// The stored state under the changes.
+    let stored: AppProjectionReader
+    /// Rows changed so far (nil: removed).
+    var changed: [String: P.Row?] = [:]
+    /// The document as changed so far.
+    public var document: P.Document
+    /// Whether ``document`` was assigned.
+    var documentTouched = false
+
+    init(stored: AppProjectionReader) throws(LedgerError) {
+        self.stored = stored
+        self.document = try stored.document(P.self) ?? P.initialDocument
+    }
+
+    /// The row under `key`, with the changes made so far.
+    public func row(_ key: String) throws -> P.Row? {
+        if let change = changed[key] { return change }
+        return try stored.row(P.self, key)
+    }
+
+    /// Stores `row` under `key` (1–256 bytes of UTF-8).
+    public mutating func set(_ row: P.Row, for key: String) throws {
+        try AppProjectionKeys.checkRowKey(key, projection: P.name)
+        changed[key] = .some(row)
+    }
+
+    /// Removes the row under `key`, if there is one.
+    public mutating func removeRow(_ key: String) {
+        changed[key] = .some(nil)
+    }
+}

@@ -1,0 +1,207 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import InboxLedger
+
+/// App-defined projections (docs/semantics.md, "App projections"), checked against an
+/// independent model of the task list written from docs/apps.md: a dictionary folded by hand.
+@Suite struct AppProjectionTests {
+    /// The model: what docs/apps.md says the task list holds after `events`.
+    struct TaskModel {
+        var rows: [String: TaskList.Row] = [:]
+        mutating func apply(_ event: Event) throws {
+            switch event.baseType {
+            case TaskAdded.eventType:
+                let e = try event.decode(as: TaskAdded.self)
+                rows[e.id] = TaskList.Row(title: e.title, day: e.day, done: false)
+            case TaskDone.eventType:
+                let e = try event.decode(as: TaskDone.self)
+                rows[e.id]?.done = true
+            case TaskRemoved.eventType:
+                let e = try event.decode(as: TaskRemoved.self)
+                rows[e.id] = nil
+            default: break
+            }
+        }
+        /// Open tasks first, by day, then title, then key.
+        var ordered: [(key: String, row: TaskList.Row)] {
+            rows.map { (key: $0.key, row: $0.value) }.sorted { a, b in
+                if a.row.done != b.row.done { return !a.row.done }
+                if a.row.day != b.row.day { return a.row.day < b.row.day }
+                if a.row.title != b.row.title { return a.row.title.utf8.lexicographicallyPrecedes(b.row.title.utf8) }
+                return a.key.utf8.lexicographicallyPrecedes(b.key.utf8)
+            }
+        }
+        var document: TaskList.Document {
+            TaskList.Document(open: rows.values.filter { !$0.done }.count, done: rows.values.filter(\.done).count)
+        }
+    }
+
+    func options(_ role: String, _ projections: [any LedgerProjection.Type] = [TaskList.self]) -> LedgerOptions {
+        var options = LedgerOptions(role: role)
+        options.projections = projections
+        return options
+    }
+
+    func check(_ ledger: Ledger, against model: TaskModel, _ note: Comment? = nil) throws {
+        let state = try ledger.projectionContents(TaskList.self)
+        #expect(state.rows.map(\.key) == model.ordered.map(\.key), note)
+        #expect(state.rows.map(\.row) == model.ordered.map(\.row), note)
+        #expect(state.document == model.document, note)
+        #expect(state.rowCount == model.rows.count, note)
+    }
+
+    @Test func appendsUpdateTheProjectionInTheSameTransaction() throws {
+        let dir = TemporaryDirectory()
+        let ledger = try Ledger(path: dir.child("l"), options: options("app"))
+        var model = TaskModel()
+        var generator = SeededGenerator(seed: 28)
+        for step in 0..<400 {
+            let id = "t\(Int.random(in: 0..<40, using: &generator))"
+            let event: NewEvent
+            switch Int.random(in: 0..<10, using: &generator) {
+            case 0..<5: event = try NewEvent(TaskAdded(id: id, title: "task \(Int.random(in: 0..<9, using: &generator))", day: Int64.random(in: 0..<5, using: &generator)))
+            case 5..<8: event = try NewEvent(TaskDone(id: id))
+            case 8: event = try NewEvent(TaskRemoved(id: id))
+            default: event = NewEvent(type: "badge.adjusted", payload: Array(#"{"delta":1}"#.utf8))
+            }
+            let sequence = try ledger.append(contentsOf: [event])[0]
+            let stored = try ledger.event(at: sequence)
+            try model.apply(try #require(stored))
+            if step % 50 == 0 { try check(ledger, against: model, "step \(step)") }
+        }
+        try check(ledger, against: model)
+        let info = try #require(try ledger.projections().first)
+        #expect(info.name == TaskList.name && info.version == 1 && info.status == "ready")
+        #expect(info.appliedThrough == (try ledger.headSequence()))
+        #expect(info.rows == model.rows.count)
+        // A row, a range from an order, the document: each one read transaction.
+        let someKey = try #require(model.rows.keys.sorted().first)
+        #expect(try ledger.projectionRow(TaskList.self, someKey) == model.rows[someKey])
+        let firstDone = model.ordered.firstIndex { $0.row.done } ?? model.ordered.count
+        let done = try ledger.projectionRows(TaskList.self, from: ProjectionOrder(.bool(true)), limit: 3)
+        #expect(done.map(\.key) == Array(model.ordered[firstDone...].prefix(3)).map(\.key))
+    }
+
+    @Test func anApplyThatThrowsRefusesItsAppendAloneAndNothingIsWritten() throws {
+        let dir = TemporaryDirectory()
+        let ledger = try Ledger(path: dir.child("l"), options: options("app"))
+        try ledger.append(TaskAdded(id: "t1", title: "Milk", day: 1))
+        let head = try ledger.headSequence()
+        // A payload that does not decode as TaskDone: the projection's apply throws.
+        let bad = NewEvent(type: TaskDone.eventType, payload: Array(#"{"task":"t1"}"#.utf8))
+        #expect {
+            try ledger.append(contentsOf: [try NewEvent(TaskAdded(id: "t2", title: "Eggs", day: 2)), bad])
+        } throws: { error in
+            guard case LedgerError.projectionRejected(let name, let sequence, let type, _) = error else { return false }
+            return name == TaskList.name && sequence == head + 2 && type == TaskDone.eventType
+        }
+        #expect(try ledger.headSequence() == head, "nothing of the refused append is written")
+        #expect(try ledger.projectionRow(TaskList.self, "t2") == nil)
+        // The next append goes through.
+        try ledger.append(TaskDone(id: "t1"))
+        #expect(try ledger.projectionRow(TaskList.self, "t1")?.done == true)
+    }
+
+    @Test func aHandleWithoutTheProjectionAppendsAndTheStateStillAgreesWithTheLog() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        let app = try Ledger(path: path, options: options("app"))
+        try app.append(TaskAdded(id: "t1", title: "Milk", day: 1))
+        // The CLI, an old extension: no projection registered.
+        let plain = try Ledger(path: path, options: LedgerOptions(role: "extension"))
+        try plain.append(TaskDone(id: "t1"))
+        try plain.append(TaskAdded(id: "t2", title: "Eggs", day: 0))
+        // Reads apply what is missing in memory; the stored record still says 1.
+        #expect(try app.projections().first?.appliedThrough == 1)
+        #expect(try app.projectionRow(TaskList.self, "t1")?.done == true)
+        #expect(try app.projectionRows(TaskList.self).map(\.key) == ["t2", "t1"])
+        #expect(try app.projectionDocument(TaskList.self) == TaskList.Document(open: 1, done: 1))
+        // The registered handle's next append applies them for good.
+        try app.append(TaskRemoved(id: "t2"))
+        #expect(try app.projections().first?.appliedThrough == 4)
+        #expect(try app.projectionContents(TaskList.self).rows.map(\.key) == ["t1"])
+    }
+
+    @Test func aNewVersionRebuildsAndAnOlderProcessNeitherWritesNorReadsIt() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        let v1 = try Ledger(path: path, options: options("app"))
+        try v1.append(TaskAdded(id: "t1", title: "Milk", day: 1))
+        try v1.append(TaskAdded(id: "t2", title: "Eggs", day: 2))
+        try v1.append(TaskDone(id: "t1"))
+        #expect(try v1.projectionRows(TaskList.self).map(\.key) == ["t2", "t1"])
+        // The updated app opens with version 2: rebuilt from the log.
+        let v2 = try Ledger(path: path, options: options("app", [TaskListV2.self]))
+        #expect(try v2.projectionRows(TaskListV2.self).map(\.key) == ["t2"])
+        #expect(try v2.projectionDocument(TaskListV2.self) == TaskList.Document(open: 1, done: 1))
+        // The old widget still runs version 1: its appends go through, its reads are refused.
+        try v1.append(TaskDone(id: "t2"))
+        #expect(throws: LedgerError.self) { try v1.projectionRows(TaskList.self) }
+        #expect(try v2.projectionRows(TaskListV2.self).isEmpty)
+        #expect(try v2.projectionDocument(TaskListV2.self) == TaskList.Document(open: 0, done: 2))
+        // Reopening version 1 does not take the projection back.
+        let v1Again = try Ledger(path: path, options: options("widget"))
+        #expect(try v1Again.projections().first?.version == 2)
+    }
+
+    @Test func badRegistrationsAreRefusedAtOpenWithNothingWritten() throws {
+        struct Clash: LedgerProjection {
+            typealias Row = TaskList.Row
+            static let name = "events"
+            static let version = 1
+            static let eventTypes: Set<String> = []
+            static func apply(_ event: Event, to state: inout ProjectionUpdate<Clash>) throws {}
+        }
+        struct BadName: LedgerProjection {
+            typealias Row = TaskList.Row
+            static let name = "Tasks!"
+            static let version = 1
+            static let eventTypes: Set<String> = []
+            static func apply(_ event: Event, to state: inout ProjectionUpdate<BadName>) throws {}
+        }
+        let dir = TemporaryDirectory()
+        for projections: [any LedgerProjection.Type] in [[Clash.self], [BadName.self], [TaskList.self, TaskListV2.self]] {
+            #expect(throws: LedgerError.self) { try Ledger(path: dir.child("l"), options: options("app", projections)) }
+        }
+        #expect(!FileManager.default.fileExists(atPath: dir.child("l")))
+    }
+
+    @Test func aStateThatCannotBeEncodedRefusesTheAppend() throws {
+        struct NotFinite: LedgerProjection {
+            struct Row: Codable, Sendable, Equatable { var ratio: Double }
+            static let name = "ratios"
+            static let version = 1
+            static let eventTypes: Set<String> = ["com.example.ratio"]
+            static func apply(_ event: Event, to state: inout ProjectionUpdate<NotFinite>) throws {
+                try state.set(Row(ratio: .infinity), for: "r")
+            }
+        }
+        let dir = TemporaryDirectory()
+        let ledger = try Ledger(path: dir.child("l"), options: options("app", [NotFinite.self]))
+        #expect {
+            try ledger.append(contentsOf: [NewEvent(type: "com.example.ratio", payload: Array("{}".utf8))])
+        } throws: { error in
+            guard case LedgerError.projectionRejected(let name, _, _, let reason) = error else { return false }
+            return name == "ratios" && reason.contains("JSON")
+        }
+        #expect(try ledger.headSequence() == 0)
+    }
+
+    @Test func compactionKeepsWhatAProjectionHasNotAppliedAndSnapshotsCarryItsState() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        let app = try Ledger(path: path, options: options("app"))
+        for i in 0..<20 { try app.append(TaskAdded(id: "t\(i)", title: "task", day: Int64(i))) }
+        let plain = try Ledger(path: path, options: LedgerOptions(role: "compactor"))
+        for i in 0..<5 { try plain.append(TaskDone(id: "t\(i)")) }
+        var policy = CompactionPolicy()
+        policy.retainedTail = 0
+        let report = try Compactor(ledger: plain, policy: policy).runOnce()
+        #expect(report.blockers.contains(.projection(name: TaskList.name, through: 20)))
+        #expect(try plain.firstSequence() == 21, "the five events the projection has not applied stay")
+        #expect(try app.projectionDocument(TaskList.self) == TaskList.Document(open: 15, done: 5))
+        let snapshot = try #require(try plain.snapshots().last)
+        #expect(snapshot.rows > 40, "the snapshot holds the app projection's rows too")
+    }
+}
