@@ -48,6 +48,8 @@ public final class Ledger: Sendable {
     let widgetCache: WidgetCache
     /// Runs the async forms' reads off the cooperative pool (one thread per directory).
     let readWorker: OffPoolWorker
+    /// Decoded app-projection values of this handle's reads and appends.
+    var projectionCache: AppProjectionCache { log.projections.cache }
 
     /// Opens the ledger in `path`, creating it (and its directory, never the directory's
     /// parents) if `options.create` allows.

@@ -3,6 +3,8 @@
 struct AppProjectionRegistry: Sendable {
     let projections: [AnyAppProjection]
     let upcasters: [EventUpcaster]
+    /// The handle's decoded values (its reads and its appends' staging share it).
+    let cache = AppProjectionCache()
 
     static let empty = AppProjectionRegistry(projections: [], upcasters: [])
 
@@ -144,7 +146,7 @@ struct AppProjectionsInTransaction {
             let events = try registry.upcast(tables.events.events(after: meta.appliedThrough, limit: 1000).filter { $0.sequence <= head })
             guard let last = events.last else { break }
             do {
-                let changes = try projection.stage(events, AppProjectionReader(store: store, name: projection.name, path: tables.path))
+                let changes = try projection.stage(events, AppProjectionReader(store: store, name: projection.name, path: tables.path, cache: registry.cache))
                 try AppProjectionTable.write(changes, name: projection.name, into: store, rows: &meta.rows)
                 meta.appliedThrough = last.sequence
             } catch let error as LedgerError {
@@ -163,7 +165,7 @@ struct AppProjectionsInTransaction {
         let upcast = try registry.upcast(events)
         var staged: [(AnyAppProjection, AppProjectionChanges)] = []
         for projection in projections {
-            staged.append((projection, try projection.stage(upcast, AppProjectionReader(store: store, name: projection.name, path: tables.path))))
+            staged.append((projection, try projection.stage(upcast, AppProjectionReader(store: store, name: projection.name, path: tables.path, cache: registry.cache))))
         }
         return staged
     }

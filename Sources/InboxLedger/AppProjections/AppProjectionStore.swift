@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #elseif canImport(Foundation)
@@ -124,18 +126,29 @@ struct AppProjectionReader {
     let name: String
     /// The ledger's directory, for errors.
     let path: String
+    /// Decoded values of the handle's earlier reads (reads only; nil while writing).
+    var cache: AppProjectionCache? = nil
+
+    /// Whether a document is stored (without decoding it).
+    func hasDocument() throws(LedgerError) -> Bool { try get(AppProjectionKeys.document(name)) != nil }
 
     func document<P: LedgerProjection>(_: P.Type) throws(LedgerError) -> P.Document? {
         guard let bytes = try get(AppProjectionKeys.document(name)) else { return nil }
-        return try AppProjectionJSON.decode(P.Document.self, bytes, projection: name, what: "the document")
+        if let cached: P.Document = cache?.value(name, "", bytes) { return cached }
+        let document = try AppProjectionJSON.decode(P.Document.self, bytes, projection: name, what: "the document")
+        cache?.store(name, "", bytes, document)
+        return document
     }
 
     func row<P: LedgerProjection>(_: P.Type, _ key: String) throws(LedgerError) -> P.Row? {
         guard let bytes = try get(AppProjectionKeys.row(name, key)) else { return nil }
+        if let cached: P.Row = cache?.value(name, key, bytes) { return cached }
         guard let row = AppProjectionRow.decode(bytes) else {
             throw .corruptStore(path: path, reason: "app projection '\(name)': row '\(key)' is malformed")
         }
-        return try AppProjectionJSON.decode(P.Row.self, row.json, projection: name, what: "row '\(key)'")
+        let decoded = try AppProjectionJSON.decode(P.Row.self, row.json, projection: name, what: "row '\(key)'")
+        cache?.store(name, key, bytes, decoded)
+        return decoded
     }
 
     /// Visits rows in the projection's order (every row has an index entry: its order bytes,
@@ -184,12 +197,14 @@ struct AnyAppProjection: Sendable {
     let stage: @Sendable (_ events: [Event], _ reader: AppProjectionReader) throws(LedgerError) -> AppProjectionChanges
     /// The type it was made from (two registrations of one name must be one type).
     let typeName: String
+    let type: ObjectIdentifier
 
     init<P: LedgerProjection>(_ projection: P.Type) {
         name = P.name
         version = P.version
         eventTypes = P.eventTypes
         typeName = String(reflecting: P.self)
+        type = ObjectIdentifier(P.self)
         stage = { (events: [Event], reader: AppProjectionReader) throws(LedgerError) -> AppProjectionChanges in
             var update = try ProjectionUpdate<P>(stored: reader)
             let before = update.document
@@ -209,13 +224,53 @@ struct AnyAppProjection: Sendable {
                                               reason: "the order of row '\(key)' encodes to \(order.count) bytes, more than \(AppProjectionKeys.maxOrderBytes)")
                 }
                 let json = try AppProjectionJSON.encode(row, projection: P.name, sequence: last?.sequence, type: last?.type)
-                changes.rows.append((key, AppProjectionRow.encode(order: order, json: json)))
+                let value = AppProjectionRow.encode(order: order, json: json)
+                reader.cache?.store(P.name, key, value, row)  // the next read of these bytes needs no decoding
+                changes.rows.append((key, value))
             }
-            let unstored = try reader.document(P.self) == nil
+            let unstored = try !reader.hasDocument()
             if last != nil, update.document != before || unstored {
-                changes.document = try AppProjectionJSON.encode(update.document, projection: P.name, sequence: last?.sequence, type: last?.type)
+                let document = try AppProjectionJSON.encode(update.document, projection: P.name, sequence: last?.sequence, type: last?.type)
+                reader.cache?.store(P.name, "", document, update.document)
+                changes.document = document
             }
             return changes
         }
+    }
+}
+
+/// What a handle decoded on its earlier reads, by the stored bytes it decoded: a read that
+/// finds the same bytes returns the decoded value without decoding again (a widget's warm
+/// read). Bounded; cleared when full.
+final class AppProjectionCache: Sendable {
+    private struct Entry: @unchecked Sendable {
+        // @unchecked: `value` holds a projection's Row, Document or record, all Sendable; the
+        // existential only hides which.
+        var bytes: [UInt8]
+        var value: Any
+    }
+    private let entries = Mutex<[String: Entry]>([:])
+    static let capacity = 1024
+
+    func value<T>(_ name: String, _ key: String, _ bytes: [UInt8]) -> T? {
+        entries.withLock { entries in
+            guard let entry = entries[name + "\u{0}" + key], entry.bytes == bytes else { return nil }
+            return entry.value as? T
+        }
+    }
+
+    func store<T: Sendable>(_ name: String, _ key: String, _ bytes: [UInt8], _ value: T) {
+        entries.withLock { entries in
+            if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
+            entries[name + "\u{0}" + key] = Entry(bytes: bytes, value: value)
+        }
+    }
+
+    /// The record stored as `bytes`, decoded once.
+    func meta(_ name: String, _ bytes: [UInt8], path: String) throws(LedgerError) -> AppProjectionMeta {
+        if let cached: AppProjectionMeta = value(name, "\u{0}meta", bytes) { return cached }
+        let meta = try AppProjectionMeta.decode(bytes, path: path)
+        store(name, "\u{0}meta", bytes, meta)
+        return meta
     }
 }

@@ -154,13 +154,14 @@ extension Ledger {
     /// events appended since by processes that do not keep it applied in memory (never
     /// written by a read), so the state always agrees with the log's head.
     func withProjection<P: LedgerProjection, T>(_: P.Type, _ body: (AppProjectionReader, AppProjectionMeta, UInt64) throws(LedgerError) -> T) throws(LedgerError) -> T {
-        guard let registered = log.projections.projection(named: P.name), registered.typeName == String(reflecting: P.self) else {
+        guard let registered = log.projections.projection(named: P.name), registered.type == ObjectIdentifier(P.self) else {
             throw .projectionUnavailable(name: P.name, reason: "\(P.self) is not registered by this handle (LedgerOptions.projections)")
         }
-        return try read("read projection '\(P.name)'") { tables in
-            guard var meta = try AppProjectionTable.meta(P.name, in: tables.projections, path: path) else {
+        return try read("read projection") { tables in
+            guard let metaBytes = try tables.projections.get(.apps, AppProjectionKeys.meta(P.name)) else {
                 throw LedgerError.projectionUnavailable(name: P.name, reason: "it has not been built yet: open the ledger writable once with it registered")
             }
+            var meta = try projectionCache.meta(P.name, metaBytes, path: path)
             guard meta.version == P.version else {
                 throw LedgerError.projectionUnavailable(name: P.name, reason: "the ledger holds version \(meta.version), this process registers version \(P.version)"
                     + (meta.version > P.version ? " (a newer app built it: update this process)" : " (a writable opening with it registered rebuilds it)"))
@@ -173,8 +174,10 @@ extension Ledger {
                 throw LedgerError.projectionUnavailable(name: P.name, reason: meta.failure ?? "it failed")
             }
             let head = try tables.head()
-            var store: any ProjectionStore = tables.projections
-            if meta.appliedThrough < head {
+            if meta.appliedThrough == head {
+                return try body(AppProjectionReader(store: tables.projections, name: P.name, path: path, cache: projectionCache), meta, head)
+            }
+            do {
                 // Events appended by processes without this version: applied here, in memory.
                 let overlay = OverlayStore(base: tables.projections)
                 var after = meta.appliedThrough
@@ -185,9 +188,8 @@ extension Ledger {
                     try AppProjectionTable.write(changes, name: P.name, into: overlay, rows: &meta.rows)
                     after = last.sequence
                 }
-                store = overlay
+                return try body(AppProjectionReader(store: overlay, name: P.name, path: path), meta, head)
             }
-            return try body(AppProjectionReader(store: store, name: P.name, path: path), meta, head)
         }
     }
 
