@@ -161,7 +161,7 @@ struct AppProjectionsInTransaction {
 
     /// Stages `events` (the request's new events) for each of `projections`: all or nothing.
     func stage(_ events: [Event], for projections: [AnyAppProjection], registry: AppProjectionRegistry) throws(LedgerError) -> [(AnyAppProjection, AppProjectionChanges)] {
-        guard !projections.isEmpty else { return [] }
+        guard !projections.isEmpty, !events.isEmpty else { return [] }  // only replays: nothing to apply
         let upcast = try registry.upcast(events)
         var staged: [(AnyAppProjection, AppProjectionChanges)] = []
         for projection in projections {
@@ -173,7 +173,7 @@ struct AppProjectionsInTransaction {
     /// Writes what ``stage(_:for:registry:)`` returned and records each projection as applied through `head`.
     mutating func write(_ staged: [(AnyAppProjection, AppProjectionChanges)], through head: UInt64) throws {
         for (projection, changes) in staged {
-            guard var meta = try meta(projection.name) else { continue }
+            guard var meta = try meta(projection.name), meta.appliedThrough != head || !changes.isEmpty else { continue }
             if !changes.isEmpty { try AppProjectionTable.write(changes, name: projection.name, into: store, rows: &meta.rows) }
             meta.appliedThrough = head
             metas[projection.name] = .some(meta)

@@ -199,7 +199,14 @@ extension Ledger {
     /// version, in short transactions (``projectionBuildChunk``), each recording how far it
     /// got: an opening killed mid-build leaves a record the next opening continues from.
     func buildAppProjections() throws(LedgerError) {
-        for projection in log.projections.projections {
+        let projections = log.projections.projections
+        guard !projections.isEmpty else { return }
+        // Looked at in a read transaction first: an opening with nothing to build writes nothing.
+        let stored = try read("list projections") { tables in
+            try projections.map { try AppProjectionTable.meta($0.name, in: tables.projections, path: path) }
+        }
+        for (projection, meta) in zip(projections, stored) {
+            if let meta, meta.version > projection.version || (meta.version == projection.version && [.ready, .failed].contains(meta.status)) { continue }
             while try !buildStep(projection) {}
         }
     }
