@@ -34,6 +34,14 @@ public enum SyncWire {
     }
 
     /// The query parameters of `GET /v1/down`.
+    /// The query of `GET /v1/state`: a page of the user's messages.
+    public enum StateQuery: String, Sendable, CaseIterable {
+        /// Messages with an id after this one (byte order); none: from the first.
+        case after
+        /// At most this many messages (``Limits/stateMessages``).
+        case limit
+    }
+
     public enum DownQuery: String, Sendable, CaseIterable {
         /// The cursor: entries with a sequence above it.
         case after
@@ -109,6 +117,10 @@ public enum SyncWire {
         public static let longPollSeconds = 0...30
         /// The server's default body limit (`ledger-server serve --max-body`).
         public static let defaultMaxBodyBytes = 1_048_576
+        /// `limit` of `GET /v1/state`: messages in one answer.
+        public static let stateMessages = 1...10_000
+        /// The default `limit` of `GET /v1/state`.
+        public static let defaultStateMessages = 1_000
         /// Sequences: 0 … 2^63 − 1 (PostgreSQL's bigint).
         public static let sequences: ClosedRange<UInt64> = 0...UInt64(Int64.max)
     }
@@ -403,18 +415,21 @@ public enum SyncWire {
         public var user: String
         /// The feed's head.
         public var head: UInt64
-        /// Messages, by id.
+        /// Messages, by id (byte order): one page of at most the `limit` asked for.
         public var messages: [Message]
-        /// Device ledgers, by id.
+        /// Set when more messages follow the page: ask again with `after` = this id.
+        public var nextAfter: String?
+        /// Device ledgers, by id (at most `--ledgers-per-user`).
         public var ledgers: [LedgerState]
         /// Device events held, in all.
         public var deviceEvents: Int
 
         /// A state.
-        public init(user: String, head: UInt64, messages: [Message], ledgers: [LedgerState], deviceEvents: Int) {
+        public init(user: String, head: UInt64, messages: [Message], nextAfter: String? = nil, ledgers: [LedgerState], deviceEvents: Int) {
             self.user = user
             self.head = head
             self.messages = messages
+            self.nextAfter = nextAfter
             self.ledgers = ledgers
             self.deviceEvents = deviceEvents
         }

@@ -127,7 +127,14 @@ struct API: Sendable {
 
     func state(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let claims = try authenticate(context, scope: nil)
-        return try Self.json(try await store.state(user: claims.user))
+        let query = request.uri.queryParameters
+        let after = query[Substring(SyncWire.StateQuery.after.rawValue)].map(String.init)
+        if let after { try Self.checkIdentifier(after, at: SyncWire.StateQuery.after.rawValue) }
+        let limits = SyncWire.Limits.self
+        let limit = Int(try Self.number(query[Substring(SyncWire.StateQuery.limit.rawValue)], name: SyncWire.StateQuery.limit.rawValue,
+                                        default: UInt64(limits.defaultStateMessages),
+                                        range: UInt64(limits.stateMessages.lowerBound)...UInt64(limits.stateMessages.upperBound)))
+        return try Self.json(try await store.state(user: claims.user, after: after, limit: limit))
     }
 
     // MARK: - Checks

@@ -170,14 +170,23 @@ struct Store: Sendable {
     }
 
     /// `GET /v1/state`.
-    func state(user: String) async throws -> SyncWire.ServerState {
+    /// `GET /v1/state`: a page of at most `limit` messages after `after` (byte order: `COLLATE "C"`),
+    /// the ledgers, the counts.
+    func state(user: String, after: String?, limit: Int) async throws -> SyncWire.ServerState {
         let logger = self.logger
         return try await database.withConnection { c in
             var messages: [SyncWire.ServerState.Message] = []
+            let from = after ?? ""
+            // One more than the page: whether another page follows.
             for try await (id, read, removed) in try await c.query(
-                "SELECT message_id, read, removed FROM messages WHERE user_id = \(user) ORDER BY message_id", logger: logger)
+                "SELECT message_id, read, removed FROM messages WHERE user_id = \(user) AND message_id COLLATE \"C\" > \(from) ORDER BY message_id COLLATE \"C\" LIMIT \(limit + 1)", logger: logger)
                 .decode((String, Bool?, Bool).self) {
                 messages.append(.init(id: id, read: read, removed: removed))
+            }
+            var nextAfter: String?
+            if messages.count > limit {
+                messages.removeLast()
+                nextAfter = messages.last?.id
             }
             var ledgers: [SyncWire.ServerState.LedgerState] = []
             for try await (id, acked, lost, reused) in try await c.query(
@@ -188,7 +197,7 @@ struct Store: Sendable {
             var head: Int64 = 0, count = 0
             for try await h in try await c.query("SELECT feed_head FROM users WHERE user_id = \(user)", logger: logger).decode(Int64.self) { head = h }
             for try await n in try await c.query("SELECT (SELECT count(*) FROM device_events WHERE user_id = \(user)) + (SELECT count(*) FROM device_events_replaced WHERE user_id = \(user))", logger: logger).decode(Int64.self) { count = Int(n) }
-            return SyncWire.ServerState(user: user, head: UInt64(head), messages: messages, ledgers: ledgers, deviceEvents: count)
+            return SyncWire.ServerState(user: user, head: UInt64(head), messages: messages, nextAfter: nextAfter, ledgers: ledgers, deviceEvents: count)
         }
     }
 }

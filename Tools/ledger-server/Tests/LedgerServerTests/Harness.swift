@@ -251,10 +251,29 @@ func http(_ method: String, _ url: URL, _ path: String, token: String?, body: Da
     return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
 }
 
-func serverState(_ url: URL, token: String) async throws -> SyncWire.ServerState {
-    let (status, data) = try await http("GET", url, "/v1/state", token: token)
-    guard status == 200 else { throw HarnessError(description: "state: \(status) \(String(decoding: data, as: UTF8.self))") }
-    return try JSONDecoder().decode(SyncWire.ServerState.self, from: data)
+/// The whole `/v1/state`, every page of messages followed (`pageSize` per request).
+func serverState(_ url: URL, token: String, pageSize: Int? = nil) async throws -> SyncWire.ServerState {
+    var whole: SyncWire.ServerState?
+    var after: String?
+    repeat {
+        var query: [String] = []
+        if let after { query.append("after=" + (after.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? after)) }
+        if let pageSize { query.append("limit=\(pageSize)") }
+        let (status, data) = try await http("GET", url, "/v1/state" + (query.isEmpty ? "" : "?" + query.joined(separator: "&")), token: token)
+        guard status == 200 else { throw HarnessError(description: "state: \(status) \(String(decoding: data, as: UTF8.self))") }
+        let page = try JSONDecoder().decode(SyncWire.ServerState.self, from: data)
+        if var w = whole {
+            w.messages += page.messages
+            whole = w
+        } else {
+            whole = page
+        }
+        if let next = page.nextAfter, next == after { throw HarnessError(description: "state: the cursor did not move past \(next)") }
+        after = page.nextAfter
+    } while after != nil
+    whole?.nextAfter = nil
+    guard let whole else { throw HarnessError(description: "state: no answer") }
+    return whole
 }
 
 func publish(_ url: URL, token: String, ids: [String]) async throws {

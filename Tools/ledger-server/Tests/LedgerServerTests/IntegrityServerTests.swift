@@ -389,6 +389,21 @@ struct IntegrityServerTests {
                 #expect(answer.status == status, "\(ledger): \(answer.text)")
             }
             #expect(try await serverState(few, token: token).ledgers.map(\.ledger) == ["Z1", "Z2"])
+            // `/v1/state` answers a bounded page of messages and a cursor to the next one: every
+            // message once, in byte order, whatever the page size; a bad limit or cursor is a 400.
+            let ids = (0..<23).map { "m\($0)" } + ["Äpfel", "Z", "a\u{0301}x".precomposedStringWithCanonicalMapping]
+            try await publish(few, token: try await h.token("zoe", scope: "publish"), ids: ids)
+            let whole = try await serverState(few, token: token)
+            #expect(whole.messages.map(\.id) == ids.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+            for size in [1, 4, 25, 26, 1000] {
+                #expect(try await serverState(few, token: token, pageSize: size).messages == whole.messages, "page size \(size)")
+            }
+            let (first, body) = try await http("GET", few, "/v1/state?limit=4", token: token)
+            let page = try JSONDecoder().decode(SyncWire.ServerState.self, from: body)
+            #expect(first == 200 && page.messages.count == 4 && page.nextAfter == page.messages.last?.id)
+            for bad in ["limit=0", "limit=10001", "limit=x", "after=a%00b"] {
+                #expect(try await http("GET", few, "/v1/state?" + bad, token: token).status == 400, "\(bad)")
+            }
         }
     }
 }
