@@ -204,4 +204,64 @@ import TestSupport
         let snapshot = try #require(try plain.snapshots().last)
         #expect(snapshot.rows > 40, "the snapshot holds the app projection's rows too")
     }
+
+    @Test func anEventAnotherProcessWroteThatTheProjectionCannotApplyMarksItFailedAndANewVersionRebuilds() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        let app = try Ledger(path: path, options: options("app"))
+        try app.append(TaskAdded(id: "t1", title: "Milk", day: 1))
+        let plain = try Ledger(path: path, options: LedgerOptions(role: "cli"))
+        try plain.append(contentsOf: [NewEvent(type: TaskDone.eventType, payload: Array(#"{"task":"t1"}"#.utf8))])
+        #expect {
+            try app.projectionRows(TaskList.self)
+        } throws: { error in
+            guard case LedgerError.projectionUnavailable(let name, let reason) = error else { return false }
+            return name == TaskList.name && reason.contains("event 2")
+        }
+        // The handle's next append records the failure; the append itself goes through.
+        try app.append(TaskAdded(id: "t2", title: "Eggs", day: 2))
+        let info = try #require(try app.projections().first)
+        #expect(info.status == "failed" && info.failure?.contains("event 2") == true && info.appliedThrough == 1)
+        #expect(throws: LedgerError.self) { try app.projectionDocument(TaskList.self) }
+        // A version that reads only what it can decode rebuilds it.
+        struct Tolerant: LedgerProjection {
+            typealias Row = TaskList.Row
+            typealias Document = TaskList.Document
+            static let name = TaskList.name
+            static let version = 2
+            static let eventTypes: Set<String> = [TaskAdded.eventType]
+            static let initialDocument = Document()
+            static func apply(_ event: Event, to state: inout ProjectionUpdate<Tolerant>) throws {
+                guard let added = try? event.decode(as: TaskAdded.self) else { return }
+                try state.set(Row(title: added.title, day: added.day, done: false), for: added.id)
+                state.document.open += 1
+            }
+        }
+        let v2 = try Ledger(path: path, options: options("app", [Tolerant.self]))
+        #expect(try v2.projectionRows(Tolerant.self).map(\.key) == ["t1", "t2"])
+        #expect(try v2.projections().first?.status == "ready")
+    }
+
+    @Test func droppingAProjectionDeletesItsStateAndLetsCompactionTrim() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        let app = try Ledger(path: path, options: options("app"))
+        for i in 0..<10 { try app.append(TaskAdded(id: "t\(i)", title: "task", day: 1)) }
+        let plain = try Ledger(path: path, options: LedgerOptions(role: "compactor"))
+        for i in 0..<3 { try plain.append(TaskDone(id: "t\(i)")) }
+        var policy = CompactionPolicy()
+        policy.retainedTail = 0
+        #expect(try Compactor(ledger: plain, policy: policy).runOnce().blockers.contains(.projection(name: TaskList.name, through: 10)))
+        try plain.dropProjection(named: TaskList.name)
+        #expect(try plain.projections().isEmpty)
+        let dump = try plain.read("count") { tables -> Int in
+            var n = 0
+            try tables.projections.scan(.apps, from: []) { _, _ in n += 1; return true }
+            return n
+        }
+        #expect(dump == 0, "no row, index entry, document or record is left")
+        #expect(try Compactor(ledger: plain, policy: policy).runOnce().blockers.isEmpty)
+        #expect(try plain.firstSequence() == 14)
+        try plain.dropProjection(named: TaskList.name)  // again: nothing to do
+    }
 }

@@ -177,19 +177,22 @@ extension Ledger {
             if meta.appliedThrough == head {
                 return try body(AppProjectionReader(store: tables.projections, name: P.name, path: path, cache: projectionCache), meta, head)
             }
-            do {
-                // Events appended by processes without this version: applied here, in memory.
-                let overlay = OverlayStore(base: tables.projections)
-                var after = meta.appliedThrough
-                while after < head {
-                    let events = try log.projections.upcast(tables.events.events(after: after, limit: 1000))
-                    guard let last = events.last else { break }
+            // Events appended by processes without this version: applied here, in memory.
+            let overlay = OverlayStore(base: tables.projections)
+            var after = meta.appliedThrough
+            while after < head {
+                let events = try log.projections.upcast(tables.events.events(after: after, limit: 1000))
+                guard let last = events.last else { break }
+                do {
                     let changes = try registered.stage(events, AppProjectionReader(store: overlay, name: P.name, path: path))
                     try AppProjectionTable.write(changes, name: P.name, into: overlay, rows: &meta.rows)
-                    after = last.sequence
+                } catch LedgerError.projectionRejected(_, let sequence, let type, let reason) {
+                    // The event is in the log already: the next append of this handle records the failure.
+                    throw LedgerError.projectionUnavailable(name: P.name, reason: "event \(sequence.map(String.init) ?? "?") (\(type ?? "?")), appended by a process without this projection, cannot be applied: \(reason)")
                 }
-                return try body(AppProjectionReader(store: overlay, name: P.name, path: path), meta, head)
+                after = last.sequence
             }
+            return try body(AppProjectionReader(store: overlay, name: P.name, path: path), meta, head)
         }
     }
 
