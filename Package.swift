@@ -44,6 +44,9 @@ let package = Package(
             dependencies: ["InboxLedger", "InboxLedgerSync", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Tools/ledger"
         ),
+        // The task tracker of docs/apps.md as real processes (an app projection beside the
+        // inbox): what `make demo` runs next to `ledger simulate`.
+        .executableTarget(name: "task-tracker", dependencies: ["InboxLedger"], path: "Examples/TaskTracker"),
         // A helper the tests spawn as real writer / reader / crash-victim processes.
         .executableTarget(name: "LedgerTestAgent", dependencies: ["InboxLedger", "LMDB", "TestSupport"], path: "Tests/LedgerTestAgent"),
         .target(name: "TestSupport", dependencies: ["InboxLedger", "LMDB"], path: "Tests/TestSupport"),

@@ -12,6 +12,7 @@ enum InboxStore {
         var options = LedgerOptions(role: role)
         // Extensions are suspended without warning: release the files after 5 s without a call.
         options.closesWhenIdle = role == "app" ? nil : 5
+        options.projections = [TaskList.self, SharedNotes.self]   // the app's own read models ("Your own read models")
         return try Ledger(path: container.appendingPathComponent("inbox").path, options: options)
     }
 }

@@ -353,3 +353,39 @@ func exampleVerify(_ ledger: Ledger) throws {
     for problem in Ledger.damagedPages(at: "/tmp/inbox") { print(problem) }
     if let mismatch = try ledger.verifyProjections() { print(mismatch) }
 }
+
+// AppProjections/LedgerProjection.swift (TaskList itself is in AppProjections.swift)
+func exampleLedgerProjection(path: String) throws {
+    var options = LedgerOptions(role: "widget")
+    options.projections = [TaskList.self]
+    let ledger = try Ledger(path: path, options: options)
+    try ledger.append(TaskDone(id: "t1"))                    // the row changes in the same transaction
+    let today = try ledger.projectionRows(TaskList.self, limit: 10)   // one short read transaction
+    _ = today
+}
+
+func exampleProjectionOrder(row: (done: Bool, priority: Int64, title: String)) -> ProjectionOrder {
+    ProjectionOrder(.bool(row.done), .descending(.int(row.priority)), .string(row.title))
+}
+
+// AppProjections/Ledger+AppProjections.swift
+func exampleProjectionReads(_ ledger: Ledger) throws {
+    let task = try ledger.projectionRow(TaskList.self, "t1")
+    let firstTen = try ledger.projectionRows(TaskList.self, limit: 10)
+    let state = try ledger.projectionContents(TaskList.self, limit: 5)
+    print(state.document.open, state.rows.map(\.row.title))
+    _ = (task, firstTen)
+}
+
+func exampleProjectionUpdates(_ ledger: Ledger) async throws {
+    var tasks: [ProjectionRow<TaskList>] = []
+    for try await state in ledger.projectionUpdates(TaskList.self, limit: 5) { tasks = state.rows }
+    _ = tasks
+}
+
+// AppProjections/ProjectionModel.swift
+@MainActor func followTasks(_ ledger: Ledger) async {
+    let tasks = ProjectionModel(TaskList.self, in: ledger, limit: 20)
+    await tasks.run()                       // until the calling task is cancelled
+    print(tasks.rows.map(\.row.title), tasks.document.open, tasks.error as Any)
+}

@@ -1,5 +1,6 @@
 import InboxLedger
 import Testing
+import TestSupport   // TaskAdded, TaskDone and TaskList as docs/apps.md declares them (and TaskRemoved)
 
 // The tests docs/apps.md shows an app team, run here as they are written.
 
@@ -30,4 +31,16 @@ import Testing
 
     #expect(try await ledger.badge() == 0)   // read at once, before the host app runs
     #expect(try await ledger.pendingActions().map(\.kind) == [.markRead])
+}
+
+@Test func aTaskTickedInTheWidgetIsDoneAtOnce() throws {
+    var options = LedgerOptions(role: "test")
+    options.projections = [TaskList.self]
+    let ledger = try Ledger.temporary(options: options)
+
+    try ledger.append(TaskAdded(id: "t1", title: "Water the plants", day: 20_000))
+    try ledger.append(TaskDone(id: "t1"))   // what the widget's intent appends
+    let tasks = try ledger.projectionContents(TaskList.self)
+    #expect(tasks.rows.map(\.row.done) == [true])
+    #expect(tasks.document.open == 0 && tasks.document.done == 1)
 }

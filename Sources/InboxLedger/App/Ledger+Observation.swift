@@ -39,8 +39,10 @@ extension Ledger {
     }
 
     /// Reads `value` (off the cooperative pool), yields it when it differs from the last value
-    /// yielded, and waits for the head to move (or, by the real clock, for `refreshAt`).
+    /// yielded (by `same`, `==` unless given), and waits for the head to move (or, by the real
+    /// clock, for `refreshAt`).
     func observe<Value: Equatable & Sendable>(
+        same: @escaping @Sendable (Value, Value) -> Bool = { $0 == $1 },
         _ value: @escaping @Sendable () throws(LedgerError) -> (Value, refreshAt: Timestamp?)
     ) -> AsyncThrowingStream<Value, any Error> {
         AsyncThrowingStream(bufferingPolicy: .bufferingNewest(1)) { continuation in
@@ -60,7 +62,7 @@ extension Ledger {
                             }
                             head = seen
                             refreshAt = refresh
-                            if current != last {
+                            if last.map({ !same($0, current) }) ?? true {
                                 continuation.yield(current)
                                 last = current
                             }

@@ -1,5 +1,5 @@
-/// One row of an app projection, with its key.
-public struct ProjectionRow<P: LedgerProjection>: Sendable, Equatable {
+/// One row of an app projection, with its key (its `id`: `ForEach(contents.rows)` works).
+public struct ProjectionRow<P: LedgerProjection>: Sendable, Equatable, Identifiable {
     /// The row's key.
     public var key: String
     /// The row.
@@ -9,6 +9,9 @@ public struct ProjectionRow<P: LedgerProjection>: Sendable, Equatable {
         self.key = key
         self.row = row
     }
+
+    /// The key.
+    public var id: String { key }
 }
 
 /// An app projection's state as one read transaction saw it: the document and the first rows
@@ -22,6 +25,11 @@ public struct ProjectionContents<P: LedgerProjection>: Sendable, Equatable {
     public var rowCount: Int
     /// The log's head the state reflects.
     public var head: UInt64
+
+    /// Whether `other` holds the same document, rows and row count (whatever its head).
+    public func sameState(as other: ProjectionContents<P>) -> Bool {
+        document == other.document && rowCount == other.rowCount && rows == other.rows
+    }
 }
 
 /// What `ledger inspect` lists for an app projection: its stored record.
@@ -97,13 +105,17 @@ extension Ledger {
     }
 
     /// The state of `projection` now, then every distinct new state after commits by any
-    /// process (see ``widgetListUpdates(limit:)``: coalesced, never a backlog).
+    /// process (see ``widgetListUpdates(limit:)``: coalesced, never a backlog). A commit that
+    /// leaves the document, the rows shown and the row count as they were — an event of
+    /// another type, another app's, the inbox's — yields nothing: states are compared without
+    /// their ``ProjectionContents/head``. It ends when the iterating task is cancelled; an
+    /// `@Observable` model over it is ``ProjectionModel``.
     ///
     /// ```swift
     /// for try await state in ledger.projectionUpdates(TaskList.self, limit: 5) { tasks = state.rows }
     /// ```
     public func projectionUpdates<P: LedgerProjection>(_ projection: P.Type, limit: Int = .max) -> AsyncThrowingStream<ProjectionContents<P>, any Error> {
-        observe { [self] () throws(LedgerError) in (try projectionContents(P.self, limit: limit), nil) }
+        observe(same: { $0.sameState(as: $1) }) { [self] () throws(LedgerError) in (try projectionContents(P.self, limit: limit), nil) }
     }
 
     /// The records of every app projection stored in the ledger (registered here or not).

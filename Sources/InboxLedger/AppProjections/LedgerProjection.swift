@@ -10,29 +10,49 @@
 ///
 /// ```swift
 /// struct TaskList: LedgerProjection {
-///     struct Row: Codable, Sendable, Equatable { var title: String; var done: Bool; var due: Int64 }
-///     struct Document: Codable, Sendable, Equatable { var open = 0 }
+///     struct Row: Codable, Sendable, Equatable {
+///         var title: String
+///         var day: Int64
+///         var done: Bool
+///     }
+///     struct Document: Codable, Sendable, Equatable {
+///         var open = 0
+///         var done = 0
+///     }
 ///     static let name = "com.example.tasks"
-///     static let version = 1
+///     static let version = 1   // raise it when apply, order or a shape changes: the list is rebuilt
 ///     static let eventTypes: Set<String> = [TaskAdded.eventType, TaskDone.eventType]
 ///     static let initialDocument = Document()
-///     static func order(of row: Row, key: String) -> ProjectionOrder? { ProjectionOrder(.bool(row.done), .int(row.due)) }
+///
+///     static func order(of row: Row, key: String) -> ProjectionOrder? {
+///         ProjectionOrder(.bool(row.done), .int(row.day), .string(row.title))
+///     }
+///
+///     /// A pure function of the event and the state: every process runs it, and a rebuild again.
 ///     static func apply(_ event: Event, to state: inout ProjectionUpdate<TaskList>) throws {
 ///         switch event.baseType {
 ///         case TaskAdded.eventType:
 ///             let added = try event.decode(as: TaskAdded.self)
-///             try state.set(Row(title: added.title, done: false, due: added.due), for: added.id)
+///             if let old = try state.row(added.id) {   // added again: replaced
+///                 if old.done { state.document.done -= 1 } else { state.document.open -= 1 }
+///             }
+///             try state.set(Row(title: added.title, day: added.day, done: false), for: added.id)
 ///             state.document.open += 1
 ///         default:
 ///             let done = try event.decode(as: TaskDone.self)
-///             guard var row = try state.row(done.id), !row.done else { return }
+///             guard var row = try state.row(done.id), !row.done else { return }   // unknown, or done already
 ///             row.done = true
 ///             try state.set(row, for: done.id)
 ///             state.document.open -= 1
+///             state.document.done += 1
 ///         }
 ///     }
 /// }
+/// ```
 ///
+/// Every process registers it, and reads it in one short read transaction:
+///
+/// ```swift
 /// var options = LedgerOptions(role: "widget")
 /// options.projections = [TaskList.self]
 /// let ledger = try Ledger(path: path, options: options)
