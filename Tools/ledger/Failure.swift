@@ -149,7 +149,7 @@ func fail(_ error: LedgerError) -> ExitCode {
     switch error {
     case .notALedger, .newerFormat, .permissionDenied, .corruptStore, .projectionUpgradeNeeded, .filesNotShared: return ExitCode(ExitStatus.cannotOpen)
     case .invalidEvent, .invalidArgument, .eventTooLarge, .idempotencyConflict, .corruptRecord, .unknownConsumer, .consumerGap,
-         .consumerConflict, .headMoved, .eventDecoding, .projectionRejected, .projectionUnavailable: return ExitCode(ExitStatus.problems)
+         .consumerConflict, .headMoved, .eventDecoding, .projectionRejected, .projectionUnavailable, .projectionBuilding: return ExitCode(ExitStatus.problems)
     case .readOnly, .newerProjections, .storeFull, .storage, .writerBusy, .suspended, .readerSlotsFull, .unexpected: return ExitCode(ExitStatus.storage)
     }
 }

@@ -121,6 +121,7 @@ extension LedgerError: LocalizedError {
         case .projectionUpgradeNeeded: "Open once with LedgerOptions.projectionUpgrade = .fromNewestSnapshot to rebuild from the newest snapshot (docs/operations.md)."
         case .storage(_, _, let code, _) where FileSystem.isPathError(code):
             "Check the path: a directory on it is missing or is not a directory; nothing was written."
+        case .projectionBuilding: "Retry once the opening that builds it has finished (it records its progress; a killed build is continued by the next writable opening with the projection)."
         case .projectionRejected: "Fix the event or the projection's apply function; nothing was written."
         case .projectionUnavailable: "Register the projection (LedgerOptions.projections) and open the ledger writable once with it, or update the process to the stored version (docs/semantics.md, \"App projections\")."
         case .storage, .unexpected: "Retry; if it persists, report it with the message above."

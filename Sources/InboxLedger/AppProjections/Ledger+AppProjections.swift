@@ -181,7 +181,7 @@ extension Ledger {
             switch meta.status {
             case .ready: break
             case .building, .clearing:
-                throw LedgerError.projectionUnavailable(name: P.name, reason: "it is being built (through \(meta.appliedThrough)): the opening that builds it finishes first")
+                throw LedgerError.projectionBuilding(name: P.name, through: meta.appliedThrough)
             case .failed:
                 throw LedgerError.projectionUnavailable(name: P.name, reason: meta.failure ?? "it failed")
             }

@@ -78,6 +78,9 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
     /// An app projection cannot be read by this handle: not registered, another version
     /// stored, not built yet, or failed (the reason says which).
     case projectionUnavailable(name: String, reason: String)
+    /// An app projection is being built (by this or another process's writable opening) and
+    /// has applied the log only through `through`: the same read succeeds once it is done.
+    case projectionBuilding(name: String, through: UInt64)
 
     /// What happened and where, in one line a person can act on.
     public var description: String {
@@ -118,6 +121,8 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case .projectionRejected(let name, let sequence, let type, let reason):
             "projection '\(name)' refused \(type.map { "event \(sequence.map(String.init) ?? "?") (\($0))" } ?? "the append"): \(reason); nothing was written"
         case .projectionUnavailable(let name, let reason): "projection '\(name)' cannot be read: \(reason)"
+        case .projectionBuilding(let name, let through):
+            "projection '\(name)' is being built (through \(through)): the opening that builds it finishes first"
         }
     }
 
@@ -126,7 +131,7 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
     /// reader slot.
     public var isTransient: Bool {
         switch self {
-        case .suspended, .writerBusy, .readerSlotsFull: true
+        case .suspended, .writerBusy, .readerSlotsFull, .projectionBuilding: true
         case .notALedger, .newerFormat, .permissionDenied, .readOnly, .invalidEvent, .eventTooLarge, .idempotencyConflict,
              .unknownConsumer, .consumerGap, .consumerConflict, .headMoved, .corruptRecord, .corruptStore, .storeFull, .storage,
              .invalidArgument, .unexpected, .newerProjections, .projectionUpgradeNeeded, .eventDecoding, .filesNotShared,
