@@ -29,8 +29,10 @@ struct Inspect: ParsableCommand, GuardedCommand {
         let stats: LedgerStatistics
         let recent: [Event]
         let widget: WidgetList
+        let projections: [ProjectionInfo]
         do {
             stats = try ledger.statistics()
+            projections = try ledger.projections()
             widget = try ledger.widgetList(limit: 3)
             let from = stats.headSequence > UInt64(max(0, last)) ? stats.headSequence - UInt64(max(0, last)) : 0
             recent = try ledger.events(after: from, limit: max(0, last))
@@ -38,13 +40,13 @@ struct Inspect: ParsableCommand, GuardedCommand {
             throw fail(error)
         }
         if json {
-            try emit(try jsonLine(InspectOutput(stats, recent: recent)))
+            try emit(try jsonLine(InspectOutput(stats, recent: recent, projections: projections)))
         } else {
-            try emit(humanText(stats, recent: recent, widget: widget, path: ledger.path))
+            try emit(humanText(stats, recent: recent, widget: widget, projections: projections, path: ledger.path))
         }
     }
 
-    func humanText(_ s: LedgerStatistics, recent: [Event], widget: WidgetList, path: String) -> String {
+    func humanText(_ s: LedgerStatistics, recent: [Event], widget: WidgetList, projections: [ProjectionInfo], path: String) -> String {
         var lines: [String] = []
         lines.append("Ledger \(path)")
         lines.append("  id         \(s.metadata.ledgerID)")
@@ -89,6 +91,7 @@ struct Inspect: ParsableCommand, GuardedCommand {
                 lines.append(Style.fit(row))
             }
         }
+        lines += Self.projectionLines(projections)
         if !recent.isEmpty {
             lines.append("  last \(recent.count) events")
             for event in recent.reversed() {
@@ -102,5 +105,18 @@ struct Inspect: ParsableCommand, GuardedCommand {
             for w in warnings { lines += Units.wrap("  warning    ", w, styledLabel: Style.warn("  warning    ")) }
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// The app projections stored (`ledger projection PATH NAME` dumps one): name, version,
+    /// status, rows, how far each has applied the log, and why one failed.
+    static func projectionLines(_ projections: [ProjectionInfo]) -> [String] {
+        guard !projections.isEmpty else { return ["  app projections  none"] }
+        var lines = ["  app projections"]
+        for p in projections {
+            let built = p.builtFrom > 0 ? " (built from \(p.builtFrom))" : ""
+            lines.append(Style.fit("    \(p.name) v\(p.version) \(p.status) · \(p.rows) \(p.rows == 1 ? "row" : "rows") · applied through \(p.appliedThrough)\(built)"))
+            if let failure = p.failure { lines += Units.wrap("      failed  ", failure) }
+        }
+        return lines
     }
 }

@@ -21,6 +21,10 @@ public struct VerificationReport: Sendable, Hashable {
         case damagedPage(String)
         /// The reader table in `lock.mdb` could not be read.
         case unreadableReaderTable(reason: String)
+        /// An app projection's stored state is damaged (a record, row, index entry or document
+        /// that does not decode or agree with the rest), or differs from a rebuild by the
+        /// registered ``LedgerProjection`` (docs/format.md, "App projections").
+        case appProjection(name: String, problem: String)
 
         /// The finding, precisely enough to act on.
         public var description: String {
@@ -34,6 +38,7 @@ public struct VerificationReport: Sendable, Hashable {
             case .snapshot(let s, let r): "snapshot \(s): \(r)"
             case .damagedPage(let text): text
             case .unreadableReaderTable(let reason): "the reader table in lock.mdb cannot be read: \(reason)"
+            case .appProjection(let name, let problem): "app projection '\(name)': \(problem)"
             }
         }
     }
@@ -78,7 +83,9 @@ extension Ledger {
     /// Checks everything that can be checked: every page of every B-tree (read with `pread`,
     /// never through LMDB's map, so a damaged page is a finding and not a crash), every record's
     /// checksum and decodability, that sequences are dense up to the head, the projections
-    /// against a rebuild, consumer cursors, every snapshot, and the reader table.
+    /// against a rebuild, the app projections' stored state (its structure always; a rebuild of
+    /// each one this handle registers, ``LedgerOptions/projections``), consumer cursors, every
+    /// snapshot, and the reader table.
     ///
     /// Every check after the page walk reads one snapshot (one read transaction), so it is
     /// exact while other processes append. That transaction pins the pages of its snapshot for
@@ -156,6 +163,14 @@ extension Ledger {
             } catch let error as LedgerError {
                 findings.append(.rebuildFailed(reason: error.description))
             }
+        }
+
+        // App projections: the table's structure (needs no registration: the CLI checks it
+        // too), then a rebuild of each one this handle registers (skipped if records are damaged).
+        let apps = try checkAppProjections(in: tables, head: head)
+        findings += apps.findings
+        if !findings.contains(where: { if case .corruptRecord = $0 { true } else { false } }) {
+            findings += try rebuildAppProjections(in: tables, skipping: apps.damaged)
         }
 
         // Consumers and snapshots.
