@@ -243,4 +243,24 @@ import LMDB
         // Version 1 no longer matches what is stored: it is not compared (nor reported).
         #expect(try v1.verify().isHealthy)
     }
+
+    @Test func theStoredLayoutIsTheDocumentedOne() throws {
+        // docs/format.md, "App projections": the worked example, byte for byte.
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        let app = try Ledger(path: path, options: options("app"))
+        try app.append(TaskAdded(id: "t0", title: "Milk", day: 0))
+        let name = Array("com.example.tasks".utf8)
+        let order: [UInt8] = [0x10, 0x00, 0x20, 0x80, 0, 0, 0, 0, 0, 0, 0, 0x40, 0x4D, 0x69, 0x6C, 0x6B, 0x00, 0x01]
+        let env = try Environment.open(directory: path, configuration: EnvironmentConfiguration())
+        let table = try env.database("app-projections")
+        try env.read { txn in
+            let row = try txn.get(table, key: name + [0x00, UInt8(ascii: "R")] + Array("t0".utf8))
+            #expect(row == [0x01, 0x00, 0x12] + order + Array(#"{"day":0,"done":false,"title":"Milk"}"#.utf8))
+            #expect(try txn.get(table, key: name + [0x00, UInt8(ascii: "O")] + order + Array("t0".utf8)) == Array("t0".utf8))
+            #expect(try txn.get(table, key: name + [0x00, UInt8(ascii: "D")]) == Array(#"{"done":0,"open":1}"#.utf8))
+            let record = try #require(try txn.get(table, key: [0x00] + name))
+            #expect(String(decoding: record, as: UTF8.self) == #"{"appliedThrough":1,"builtFrom":0,"eventTypes":["com.example.task-added","com.example.task-done","com.example.task-removed"],"name":"com.example.tasks","rows":1,"status":"ready","version":1}"#)
+        }
+    }
 }
