@@ -221,6 +221,30 @@ import LMDB
         #expect(problems(forged).first?.hasPrefix("row 't20' differs from a rebuild") == true, "\(forged.findings)")
     }
 
+    @Test func aProjectionThatCannotBeRebuiltAnyMoreIsAWarningNotAFinding() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        let app = try Ledger(path: path, options: options("app"))
+        for i in 0..<50 { try app.append(TaskAdded(id: "t\(i)", title: "task", day: 0)) }
+        // 50 events the projection has not applied: the snapshot at 100 holds it through 50.
+        let plain = try Ledger(path: path, options: LedgerOptions(role: "compactor"))
+        for i in 0..<50 { try plain.append(TaskDone(id: "t\(i)")) }
+        var policy = CompactionPolicy()
+        policy.retainedTail = 0
+        let first = try Compactor(ledger: plain, policy: policy).runOnce()
+        #expect(first.snapshotSequence == 100 && first.trimmed?.upperBound == 50)
+        #expect(try app.verify().isHealthy)
+        // Caught up, then trimmed through 90 with the snapshot at 100 kept (it covers 90): the
+        // events 51–90 this projection would need are gone, and no snapshot holds it past 50.
+        try app.append(TaskAdded(id: "t99", title: "last", day: 1))
+        policy.retainedTail = 11
+        let second = try Compactor(ledger: plain, policy: policy).runOnce()
+        #expect(second.trimmed?.upperBound == 90 && !second.snapshotWritten, "\(second)")
+        let report = try app.verify()
+        #expect(report.isHealthy, "\(report.findings)")
+        #expect(report.warnings.contains { if case .appProjectionNotRebuilt(TaskList.name, _) = $0 { true } else { false } }, "\(report.warnings)")
+    }
+
     @Test func aVersionBuiltAfterTheTrimIsRebuiltFromTheRetainedLog() throws {
         let dir = TemporaryDirectory()
         let path = dir.child("l")

@@ -51,6 +51,10 @@ public struct VerificationReport: Sendable, Hashable {
         case staleReaders(pids: [Int32])
         /// Rows of a snapshot whose deletion was interrupted (the next compaction removes them).
         case incompleteSnapshot(sequence: UInt64)
+        /// An app projection this handle registers could not be compared with a rebuild: the
+        /// events it was built from were trimmed and no snapshot holds its state late enough
+        /// (its stored state is used as it is; only its structure was checked).
+        case appProjectionNotRebuilt(name: String, reason: String)
 
         /// The warning in a sentence.
         public var description: String {
@@ -58,6 +62,7 @@ public struct VerificationReport: Sendable, Hashable {
             case .consumerBehindLog(let n, let c, let f): "consumer '\(n)' is at \(c) but the log starts at \(f): it will need to rebase"
             case .staleReaders(let pids): "reader slots held by dead processes: \(pids.map(String.init).joined(separator: ", "))"
             case .incompleteSnapshot(let s): "snapshot \(s) was partly deleted; the next compaction removes the rest"
+            case .appProjectionNotRebuilt(let n, let r): "app projection '\(n)' was not compared with a rebuild: \(r)"
             }
         }
     }
@@ -170,7 +175,9 @@ extension Ledger {
         let apps = try checkAppProjections(in: tables, head: head)
         findings += apps.findings
         if !findings.contains(where: { if case .corruptRecord = $0 { true } else { false } }) {
-            findings += try rebuildAppProjections(in: tables, skipping: apps.damaged)
+            let rebuilt = try rebuildAppProjections(in: tables, skipping: apps.damaged)
+            findings += rebuilt.findings
+            warnings += rebuilt.warnings
         }
 
         // Consumers and snapshots.

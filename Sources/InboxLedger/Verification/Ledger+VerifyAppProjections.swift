@@ -136,13 +136,16 @@ extension Ledger {
     /// when those events are retained, else from the newest snapshot holding this build of the
     /// projection and the log after what that snapshot had applied. Each projection is staged
     /// and written exactly as the engine does (``AnyAppProjection/stage``,
-    /// ``AppProjectionTable/write(_:name:into:rows:)``) into a ``MemoryStore``.
-    func rebuildAppProjections(in tables: StoreTransaction, skipping damaged: Set<String>) throws -> [VerificationReport.Finding] {
+    /// ``AppProjectionTable/write(_:name:into:rows:)``) into a ``MemoryStore``. One that cannot
+    /// be rebuilt (the events it needs trimmed, no snapshot late enough) is a warning.
+    func rebuildAppProjections(in tables: StoreTransaction, skipping damaged: Set<String>) throws
+        -> (findings: [VerificationReport.Finding], warnings: [VerificationReport.Warning]) {
         let registry = log.projections
-        guard !registry.projections.isEmpty else { return [] }
+        guard !registry.projections.isEmpty else { return ([], []) }
         let first = try tables.firstSequence()
         var snapshots: [UInt64: MemoryStore] = [:]
         var findings: [VerificationReport.Finding] = []
+        var warnings: [VerificationReport.Warning] = []
         for projection in registry.projections where !damaged.contains(projection.name) {
             let name = projection.name
             guard let meta = try AppProjectionTable.meta(name, in: tables.projections, path: path), meta.version == projection.version,
@@ -155,7 +158,9 @@ extension Ledger {
                 var after = meta.builtFrom
                 if meta.builtFrom + 1 < first {
                     guard let start = try snapshotHolding(meta, after: first, in: tables, cache: &snapshots) else {
-                        findings.append(.appProjection(name: name, problem: "cannot be rebuilt to compare: the log starts at \(first), after what it was built from (\(meta.builtFrom)), and no snapshot holds version \(meta.version) of it applied through \(first - 1) or later"))
+                        // Not damage: a compaction may keep an older snapshot that covers the
+                        // built-in projections while the events this one needs are gone.
+                        warnings.append(.appProjectionNotRebuilt(name: name, reason: "the log starts at \(first), after what it was built from (\(meta.builtFrom)), and no snapshot holds version \(meta.version) of it applied through \(first - 1) or later"))
                         continue
                     }
                     let prefix = AppProjectionKeys.prefix(name)
@@ -177,7 +182,7 @@ extension Ledger {
                 findings.append(.appProjection(name: name, problem: "cannot be rebuilt to compare: \(error)"))
             }
         }
-        return findings
+        return (findings, warnings)
     }
 
     /// The newest snapshot holding the same build of `meta`'s projection (its version, its
