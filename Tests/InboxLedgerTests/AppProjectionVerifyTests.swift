@@ -25,16 +25,24 @@ import LMDB
         try ledger.append(TaskRemoved(id: "t11"))
     }
 
+    /// The ledger's environment (this process's, while a handle has it open), with the table.
+    func environment(_ path: String) throws -> Environment {
+        var configuration = EnvironmentConfiguration()
+        configuration.databases = [ProjectionTable.apps.rawValue: []]
+        configuration.createDatabases = false
+        return try Environment.open(directory: path, configuration: configuration)
+    }
+
     /// Changes the `app-projections` table behind the ledger's back, in one raw LMDB write.
     func damage(_ path: String, _ body: (Transaction, Database) throws -> Void) throws {
-        let env = try Environment.open(directory: path, configuration: EnvironmentConfiguration())
+        let env = try environment(path)
         let table = try env.database(ProjectionTable.apps.rawValue)
         try env.write { txn in try body(txn, table) }
     }
 
     /// The stored row `key` of the task list (order bytes and JSON).
     func storedRow(_ path: String, _ key: String) throws -> AppProjectionRow {
-        let env = try Environment.open(directory: path, configuration: EnvironmentConfiguration())
+        let env = try environment(path)
         let table = try env.database(ProjectionTable.apps.rawValue)
         let bytes = try #require(try env.read { try $0.get(table, key: AppProjectionKeys.row(TaskList.name, key)) })
         return try #require(AppProjectionRow.decode(bytes))
@@ -266,6 +274,49 @@ import LMDB
         #expect(v2Report.isHealthy, "\(v2Report.findings)")
         // Version 1 no longer matches what is stored: it is not compared (nor reported).
         #expect(try v1.verify().isHealthy)
+    }
+
+    @Test func aProjectionBeingClearedHasOnlyItsRecordCheckedAndIsRebuiltByTheNextOpening() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        var rows: [ProjectionRow<TaskList>] = []
+        do {
+            let app = try Ledger(path: path, options: options("app"))
+            try populate(app)
+            rows = try app.projectionRows(TaskList.self)
+        }
+        // What a drop (or a new version's build) killed between two of its transactions leaves:
+        // the record says `clearing`, part of the state is gone, the rest is still there.
+        let t4 = try storedRow(path, "t4")
+        try damage(path) { txn, table in
+            let metaKey = AppProjectionKeys.meta(TaskList.name)
+            var meta = try AppProjectionMeta.decode(try #require(try txn.get(table, key: metaKey)), path: path)
+            meta.status = .clearing
+            meta.rows = 0
+            try txn.put(table, key: metaKey, value: try meta.encoded())
+            _ = try txn.delete(table, key: AppProjectionKeys.document(TaskList.name))
+            _ = try txn.delete(table, key: AppProjectionKeys.order(TaskList.name, t4.order, "t4"))
+        }
+        let plain = try Ledger(path: path, options: LedgerOptions(role: "cli"))
+        let report = try plain.verify()
+        #expect(report.isHealthy, "\(report.findings)")
+        #expect(try plain.projections().first?.status == "clearing")
+        // The app's next writable opening clears what is left and builds it again.
+        let app = try Ledger(path: path, options: options("app"))
+        #expect(try app.projectionRows(TaskList.self) == rows)
+        let rebuilt = try app.verify()
+        #expect(rebuilt.isHealthy, "\(rebuilt.findings)")
+    }
+
+    @Test func aDroppedProjectionLeavesNothingAndVerifies() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        let app = try Ledger(path: path, options: options("app"))
+        try populate(app)
+        let plain = try Ledger(path: path, options: LedgerOptions(role: "cli"))
+        try plain.dropProjection(named: TaskList.name)
+        #expect(try plain.projections().isEmpty)
+        #expect(try plain.verify().isHealthy)
     }
 
     @Test func theStoredLayoutIsTheDocumentedOne() throws {
