@@ -222,4 +222,24 @@ import TestSupport
         #expect(report.isHealthy, "\(report.findings)")
         #expect(report.firstSequence == 11)
     }
+
+    @Test func aDamagedRecordIsAWarningOfInspectAndAProblemOfVerify() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        try makeLedger(path)
+        try damage(path) { txn, table in
+            try txn.put(table, key: [0x00] + Array(TaskList.name.utf8), value: Array(#"{"name":"#.utf8))
+        }
+        let text = try ledger("inspect", path)
+        #expect(text.status == 0, "\(text.stderr)")
+        #expect(text.stdout.contains("  app projections  cannot be listed: "), "\(text.stdout)")
+        let object = try jsonObject(try ledger("inspect", path, "--json").stdout)
+        #expect((object["projections"] as? [Any])?.isEmpty == true)
+        #expect((object["warnings"] as? [String])?.contains { $0.hasPrefix("app projections cannot be listed: ") } == true, "\(object)")
+        let verify = try ledger("verify", path)
+        #expect(verify.status == 1)
+        #expect(verify.stdout.contains("problem: app projection 'com.example.tasks': its record does not decode"), "\(verify.stdout)")
+        let dump = try ledger("projection", path, TaskList.name)
+        #expect(dump.status == 3 && dump.stderr.contains("corrupt store"), "\(dump.stderr)")
+    }
 }

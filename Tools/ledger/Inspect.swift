@@ -29,24 +29,27 @@ struct Inspect: ParsableCommand, GuardedCommand {
         let stats: LedgerStatistics
         let recent: [Event]
         let widget: WidgetList
-        let projections: [ProjectionInfo]
         do {
             stats = try ledger.statistics()
-            projections = try ledger.projections()
             widget = try ledger.widgetList(limit: 3)
             let from = stats.headSequence > UInt64(max(0, last)) ? stats.headSequence - UInt64(max(0, last)) : 0
             recent = try ledger.events(after: from, limit: max(0, last))
         } catch {
             throw fail(error)
         }
+        // A damaged app-projection record is reported here (and by verify), not a failure of inspect.
+        var projections: Result<[ProjectionInfo], LedgerError>
+        do { projections = .success(try ledger.projections()) } catch { projections = .failure(error) }
         if json {
-            try emit(try jsonLine(InspectOutput(stats, recent: recent, projections: projections)))
+            var output = InspectOutput(stats, recent: recent, projections: (try? projections.get()) ?? [])
+            if case .failure(let error) = projections { output.warnings.append("app projections cannot be listed: \(error)") }
+            try emit(try jsonLine(output))
         } else {
             try emit(humanText(stats, recent: recent, widget: widget, projections: projections, path: ledger.path))
         }
     }
 
-    func humanText(_ s: LedgerStatistics, recent: [Event], widget: WidgetList, projections: [ProjectionInfo], path: String) -> String {
+    func humanText(_ s: LedgerStatistics, recent: [Event], widget: WidgetList, projections: Result<[ProjectionInfo], LedgerError>, path: String) -> String {
         var lines: [String] = []
         lines.append("Ledger \(path)")
         lines.append("  id         \(s.metadata.ledgerID)")
@@ -109,7 +112,12 @@ struct Inspect: ParsableCommand, GuardedCommand {
 
     /// The app projections stored (`ledger projection PATH NAME` dumps one): name, version,
     /// status, rows, how far each has applied the log, and why one failed.
-    static func projectionLines(_ projections: [ProjectionInfo]) -> [String] {
+    static func projectionLines(_ listed: Result<[ProjectionInfo], LedgerError>) -> [String] {
+        let projections: [ProjectionInfo]
+        switch listed {
+        case .success(let list): projections = list
+        case .failure(let error): return Units.wrap("  app projections  ", "cannot be listed: \(error) (run `ledger verify`)", styledLabel: Style.warn("  app projections  "))
+        }
         guard !projections.isEmpty else { return ["  app projections  none"] }
         var lines = ["  app projections"]
         for p in projections {

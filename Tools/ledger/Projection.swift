@@ -38,14 +38,14 @@ struct ProjectionCommand: ParsableCommand, GuardedCommand {
         let ledger = try openLedger(location, writes: false)
         let dump: (info: ProjectionInfo, document: [UInt8]?, rows: [(key: String, json: [UInt8])])
         do {
-            let stored = try ledger.projections()
-            guard stored.contains(where: { $0.name == name }) else {
-                let names = stored.isEmpty ? "none is stored" : "stored: " + stored.map(\.name).joined(separator: ", ")
-                printError("\(location.path): no app projection named '\(name)' (\(names))")
-                throw ExitCode(ExitStatus.problems)
-            }
             dump = try ledger.projectionDump(named: name, limit: limit ?? .max)
-        } catch let error as LedgerError {
+        } catch .projectionUnavailable {
+            // No record of that name: say which there are (if the records can be read).
+            let stored = (try? ledger.projections())?.map(\.name)
+            let names = stored.map { $0.isEmpty ? "none is stored" : "stored: " + $0.joined(separator: ", ") }
+            printError("\(location.path): no app projection named '\(name)'" + (names.map { " (\($0))" } ?? ""))
+            throw ExitCode(ExitStatus.problems)
+        } catch {
             throw fail(error)
         }
         if json {
