@@ -54,7 +54,7 @@ let package = Package(
         .target(name: "DocSnippets", dependencies: ["InboxLedger", "InboxLedgerSync", "LMDB"], path: "Tests/DocSnippets"),
         .testTarget(name: "LMDBTests", dependencies: ["LMDB", "CLMDB", "TestSupport", "LedgerTestAgent"]),
         .testTarget(name: "InboxLedgerTests", dependencies: ["InboxLedger", "LMDB", "TestSupport", "LedgerTestAgent", "ledger"]),
-        .testTarget(name: "LedgerCLITests", dependencies: ["TestSupport", "DocSnippets", "ledger"]),
+        .testTarget(name: "LedgerCLITests", dependencies: ["InboxLedger", "LMDB", "TestSupport", "DocSnippets", "ledger"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -21,7 +21,7 @@ import TestSupport
             "formatVersion", "ledgerID", "durabilityFloor", "projectionVersion", "createdAt", "headSequence", "firstSequence", "eventCount",
             "countsByType", "unknownTypes", "countsByOrigin", "idempotencyKeys", "fileBytes", "mapBytes", "usedBytes", "pageSize",
             "maxReaders", "readers", "staleReaders", "oldestReaderLag", "logPages", "totalPages", "lastTransactionID",
-            "projectionsAppliedThrough", "warnings", "lastEvents", "snapshots", "lastCompaction", "consumers",
+            "projectionsAppliedThrough", "warnings", "lastEvents", "snapshots", "lastCompaction", "consumers", "projections",
         ])
         let inspected = try jsonObject(inspect.stdout)
         #expect(inspected["lastCompaction"] is NSNull && inspected["oldestReaderLag"] != nil)

@@ -37,14 +37,19 @@ struct Inspect: ParsableCommand, GuardedCommand {
         } catch {
             throw fail(error)
         }
+        // A damaged app-projection record is reported here (and by verify), not a failure of inspect.
+        var projections: Result<[ProjectionInfo], LedgerError>
+        do { projections = .success(try ledger.projections()) } catch { projections = .failure(error) }
         if json {
-            try emit(try jsonLine(InspectOutput(stats, recent: recent)))
+            var output = InspectOutput(stats, recent: recent, projections: (try? projections.get()) ?? [])
+            if case .failure(let error) = projections { output.warnings.append("app projections cannot be listed: \(error)") }
+            try emit(try jsonLine(output))
         } else {
-            try emit(humanText(stats, recent: recent, widget: widget, path: ledger.path))
+            try emit(humanText(stats, recent: recent, widget: widget, projections: projections, path: ledger.path))
         }
     }
 
-    func humanText(_ s: LedgerStatistics, recent: [Event], widget: WidgetList, path: String) -> String {
+    func humanText(_ s: LedgerStatistics, recent: [Event], widget: WidgetList, projections: Result<[ProjectionInfo], LedgerError>, path: String) -> String {
         var lines: [String] = []
         lines.append("Ledger \(path)")
         lines.append("  id         \(s.metadata.ledgerID)")
@@ -89,6 +94,7 @@ struct Inspect: ParsableCommand, GuardedCommand {
                 lines.append(Style.fit(row))
             }
         }
+        lines += Self.projectionLines(projections)
         if !recent.isEmpty {
             lines.append("  last \(recent.count) events")
             for event in recent.reversed() {
@@ -102,5 +108,23 @@ struct Inspect: ParsableCommand, GuardedCommand {
             for w in warnings { lines += Units.wrap("  warning    ", w, styledLabel: Style.warn("  warning    ")) }
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// The app projections stored (`ledger projection PATH NAME` dumps one): name, version,
+    /// status, rows, how far each has applied the log, and why one failed.
+    static func projectionLines(_ listed: Result<[ProjectionInfo], LedgerError>) -> [String] {
+        let projections: [ProjectionInfo]
+        switch listed {
+        case .success(let list): projections = list
+        case .failure(let error): return Units.wrap("  app projections  ", "cannot be listed: \(error) (run `ledger verify`)", styledLabel: Style.warn("  app projections  "))
+        }
+        guard !projections.isEmpty else { return ["  app projections  none"] }
+        var lines = ["  app projections"]
+        for p in projections {
+            let built = p.builtFrom > 0 ? " (built from \(p.builtFrom))" : ""
+            lines.append(Style.fit("    \(p.name) v\(p.version) \(p.status) · \(p.rows) \(p.rows == 1 ? "row" : "rows") · applied through \(p.appliedThrough)\(built)"))
+            if let failure = p.failure { lines += Units.wrap("      failed  ", failure) }
+        }
+        return lines
     }
 }

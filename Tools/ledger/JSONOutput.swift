@@ -175,8 +175,9 @@ struct InspectOutput: Encodable {
     var snapshots: [Snapshot]
     var lastCompaction: OrNull<Compaction>
     var consumers: [Consumer]
+    var projections: [ProjectionInfoOutput]
 
-    init(_ s: LedgerStatistics, recent: [Event]) {
+    init(_ s: LedgerStatistics, recent: [Event], projections: [ProjectionInfo]) {
         formatVersion = s.metadata.formatVersion
         ledgerID = s.metadata.ledgerID
         durabilityFloor = s.metadata.durabilityFloor.rawValue
@@ -209,6 +210,49 @@ struct InspectOutput: Encodable {
                        eventsTrimmed: $0.eventsTrimmed, seconds: $0.seconds)
         })
         consumers = s.consumers.map { Consumer(name: $0.name, cursor: $0.cursor, lag: $0.lag, lastSeen: $0.lastSeen.iso8601) }
+        self.projections = projections.map(ProjectionInfoOutput.init)
+    }
+}
+
+/// An app projection's record (`inspect --json`'s `projections`, `projection --json`'s `projection`).
+struct ProjectionInfoOutput: Encodable {
+    var name: String
+    var version: Int
+    var status: String
+    var appliedThrough: UInt64
+    var builtFrom: UInt64
+    var rows: Int
+    var eventTypes: [String]
+    var failure: OrNull<String>
+
+    init(_ p: ProjectionInfo) {
+        name = p.name
+        version = p.version
+        status = p.status
+        appliedThrough = p.appliedThrough
+        builtFrom = p.builtFrom
+        rows = p.rows
+        eventTypes = p.eventTypes
+        failure = OrNull(p.failure)
+    }
+}
+
+/// `projection --json`: the record, the document and the rows in the projection's order, each
+/// row's stored JSON as it is (bytes that are not JSON print as `{"base64": …}`).
+struct ProjectionDumpOutput: Encodable {
+    struct Row: Encodable {
+        var key: String
+        var row: PayloadOutput
+    }
+
+    var projection: ProjectionInfoOutput
+    var document: OrNull<PayloadOutput>
+    var rows: [Row]
+
+    init(info: ProjectionInfo, document: [UInt8]?, rows: [(key: String, json: [UInt8])]) {
+        projection = ProjectionInfoOutput(info)
+        self.document = OrNull(document.map { PayloadOutput(bytes: $0) })
+        self.rows = rows.map { Row(key: $0.key, row: PayloadOutput(bytes: $0.json)) }
     }
 }
 

@@ -9,7 +9,7 @@ struct LedgerCommand: AsyncParsableCommand {
         abstract: "Inspect and operate an inbox & badge ledger.",
         discussion: "A ledger is a directory holding an LMDB environment that several processes append events to. "
             + "Exit codes: 0 ok, 1 invalid input or problems found, 2 usage, 3 cannot open the ledger, 4 storage failure.",
-        subcommands: [Inspect.self, Append.self, Events.self, Widget.self, Consume.self, ConsumersCommand.self, Compact.self, Verify.self, Simulate.self, SimulateRole.self, Sync.self]
+        subcommands: [Inspect.self, Append.self, Events.self, Widget.self, ProjectionCommand.self, Consume.self, ConsumersCommand.self, Compact.self, Verify.self, Simulate.self, SimulateRole.self, Sync.self]
     )
 
     /// Parses and runs, mapping ArgumentParser's usage failures to the documented exit code 2.

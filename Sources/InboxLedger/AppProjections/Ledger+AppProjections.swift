@@ -279,7 +279,15 @@ extension Ledger {
     public func dropProjection(named name: String) throws(LedgerError) {
         while try write("drop projection '\(name)'", { tables in
             let store = tables.projections
-            guard try AppProjectionTable.meta(name, in: store, path: path) != nil else { return true }
+            guard var meta = try AppProjectionTable.meta(name, in: store, path: path) else { return true }
+            if meta.status != .clearing {
+                // Marked first: a drop interrupted between its transactions leaves a projection
+                // being cleared (never read; a writable opening that registers it clears and
+                // rebuilds it), not a partial state recorded as ready.
+                meta.status = .clearing
+                meta.rows = 0
+                try AppProjectionTable.putMeta(meta, in: store)
+            }
             if try AppProjectionTable.clear(name, in: store, limit: Self.projectionBuildChunk) == Self.projectionBuildChunk { return false }
             try store.delete(.apps, AppProjectionKeys.meta(name))
             return true

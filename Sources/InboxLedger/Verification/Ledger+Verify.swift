@@ -21,6 +21,10 @@ public struct VerificationReport: Sendable, Hashable {
         case damagedPage(String)
         /// The reader table in `lock.mdb` could not be read.
         case unreadableReaderTable(reason: String)
+        /// An app projection's stored state is damaged (a record, row, index entry or document
+        /// that does not decode or agree with the rest), or differs from a rebuild by the
+        /// registered ``LedgerProjection`` (docs/format.md, "App projections").
+        case appProjection(name: String, problem: String)
 
         /// The finding, precisely enough to act on.
         public var description: String {
@@ -34,6 +38,7 @@ public struct VerificationReport: Sendable, Hashable {
             case .snapshot(let s, let r): "snapshot \(s): \(r)"
             case .damagedPage(let text): text
             case .unreadableReaderTable(let reason): "the reader table in lock.mdb cannot be read: \(reason)"
+            case .appProjection(let name, let problem): "app projection '\(name)': \(problem)"
             }
         }
     }
@@ -46,6 +51,10 @@ public struct VerificationReport: Sendable, Hashable {
         case staleReaders(pids: [Int32])
         /// Rows of a snapshot whose deletion was interrupted (the next compaction removes them).
         case incompleteSnapshot(sequence: UInt64)
+        /// An app projection this handle registers could not be compared with a rebuild: the
+        /// events it was built from were trimmed and no snapshot holds its state late enough
+        /// (its stored state is used as it is; only its structure was checked).
+        case appProjectionNotRebuilt(name: String, reason: String)
 
         /// The warning in a sentence.
         public var description: String {
@@ -53,6 +62,7 @@ public struct VerificationReport: Sendable, Hashable {
             case .consumerBehindLog(let n, let c, let f): "consumer '\(n)' is at \(c) but the log starts at \(f): it will need to rebase"
             case .staleReaders(let pids): "reader slots held by dead processes: \(pids.map(String.init).joined(separator: ", "))"
             case .incompleteSnapshot(let s): "snapshot \(s) was partly deleted; the next compaction removes the rest"
+            case .appProjectionNotRebuilt(let n, let r): "app projection '\(n)' was not compared with a rebuild: \(r)"
             }
         }
     }
@@ -78,7 +88,9 @@ extension Ledger {
     /// Checks everything that can be checked: every page of every B-tree (read with `pread`,
     /// never through LMDB's map, so a damaged page is a finding and not a crash), every record's
     /// checksum and decodability, that sequences are dense up to the head, the projections
-    /// against a rebuild, consumer cursors, every snapshot, and the reader table.
+    /// against a rebuild, the app projections' stored state (its structure always; a rebuild of
+    /// each one this handle registers, ``LedgerOptions/projections``), consumer cursors, every
+    /// snapshot, and the reader table.
     ///
     /// Every check after the page walk reads one snapshot (one read transaction), so it is
     /// exact while other processes append. That transaction pins the pages of its snapshot for
@@ -156,6 +168,16 @@ extension Ledger {
             } catch let error as LedgerError {
                 findings.append(.rebuildFailed(reason: error.description))
             }
+        }
+
+        // App projections: the table's structure (needs no registration: the CLI checks it
+        // too), then a rebuild of each one this handle registers (skipped if records are damaged).
+        let apps = try checkAppProjections(in: tables, head: head)
+        findings += apps.findings
+        if !findings.contains(where: { if case .corruptRecord = $0 { true } else { false } }) {
+            let rebuilt = try rebuildAppProjections(in: tables, skipping: apps.damaged)
+            findings += rebuilt.findings
+            warnings += rebuilt.warnings
         }
 
         // Consumers and snapshots.

@@ -1,0 +1,263 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#elseif canImport(Foundation)
+import Foundation
+#endif
+
+// `verify` for the app projections (docs/format.md, "App projections"): the structure of the
+// `app-projections` table, which needs none of the apps' code (the CLI checks it), and a
+// rebuild of every projection the verifying handle registers, compared with what is stored.
+
+extension Ledger {
+    /// At most this many structural problems are listed per projection (then how many more).
+    static let appProjectionFindingLimit = 10
+
+    /// Checks the `app-projections` table without the apps' code: every record decodes and
+    /// names its key; every row decodes (`0x01` header, order length) and holds JSON; rows and
+    /// order-index entries agree one to one (each row has exactly its entry `order ‖ key`, each
+    /// entry names an existing row of that order); a record's row count is the rows stored; the
+    /// document is JSON; nothing is applied past the head. A projection whose old rows are being
+    /// cleared (`clearing`) has only its record checked. Returns the findings and the names of
+    /// the projections they concern.
+    func checkAppProjections(in tables: StoreTransaction, head: UInt64) throws -> (findings: [VerificationReport.Finding], damaged: Set<String>) {
+        let store = tables.projections
+        var problems: [String: [String]] = [:]
+        var order: [String] = []
+        func report(_ name: String, _ problem: String) {
+            if problems[name] == nil { order.append(name) }
+            problems[name, default: []].append(problem)
+        }
+        func text(_ bytes: some Collection<UInt8>) -> String {
+            if let string = String(utf8: Array(bytes)), string.unicodeScalars.allSatisfy({ $0.value >= 0x20 }) {
+                return string
+            }
+            return "0x" + bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        }
+
+        // The records: `0x00 ‖ name` (they sort first).
+        var metas: [String: AppProjectionMeta] = [:]
+        var recorded: Set<String> = []
+        try store.scan(.apps, from: AppProjectionKeys.metaPrefix) { key, value in
+            guard key.first == 0x00 else { return false }
+            let name = text(key.dropFirst())
+            recorded.insert(name)
+            do {
+                let meta = try JSONDecoder().decode(AppProjectionMeta.self, from: Data(value))
+                if meta.name != name { report(name, "its record names '\(meta.name)'") }
+                if meta.appliedThrough > head { report(name, "its record is applied through \(meta.appliedThrough), past the head \(head)") }
+                if meta.builtFrom > meta.appliedThrough { report(name, "its record was built from \(meta.builtFrom), past what it applied (\(meta.appliedThrough))") }
+                metas[name] = meta
+            } catch {
+                report(name, "its record does not decode: \(error)")
+            }
+            return true
+        }
+
+        // The state: `name ‖ 0x00 ‖ "D" | "R" key | "O" order key`, by name.
+        var rowCounts: [String: Int] = [:]
+        var orphans: Set<String> = []
+        try store.scan(.apps, from: [0x01]) { key, value in
+            guard let separator = key.firstIndex(of: 0x00), separator + 1 < key.count else {
+                report(text(key), "an entry of the app-projections table belongs to no projection (key \(text(key)))")
+                return true
+            }
+            let name = text(key[..<separator])
+            guard recorded.contains(name) else {
+                if orphans.insert(name).inserted { report(name, "the table holds its state but no record") }
+                return true
+            }
+            guard let meta = metas[name], meta.status != .clearing else { return true }
+            let rest = Array(key[(separator + 2)...])
+            switch key[separator + 1] {
+            case UInt8(ascii: "D"):
+                guard rest.isEmpty else {
+                    report(name, "an entry of unknown kind (key \(text(key)))")
+                    return true
+                }
+                if let reason = Self.notJSON(value) { report(name, "its document is not JSON: \(reason)") }
+            case UInt8(ascii: "R"):
+                let rowKey = String(decoding: rest, as: UTF8.self)
+                rowCounts[name, default: 0] += 1
+                guard let row = AppProjectionRow.decode(value) else {
+                    report(name, "row '\(rowKey)' is malformed (no 0x01 header, or an order length past its end)")
+                    return true
+                }
+                if let reason = Self.notJSON(row.json) { report(name, "row '\(rowKey)' is not JSON: \(reason)") }
+                let entry = try store.get(.apps, AppProjectionKeys.orderPrefix(name) + row.order + rest)
+                if entry == nil {
+                    report(name, "row '\(rowKey)' has no order-index entry")
+                } else if entry != rest {
+                    report(name, "the order-index entry of row '\(rowKey)' names row '\(text(entry ?? []))'")
+                }
+            case UInt8(ascii: "O"):
+                let rowKey = String(decoding: value, as: UTF8.self)
+                guard let bytes = try store.get(.apps, AppProjectionKeys.row(name, rowKey)) else {
+                    report(name, "the order index names row '\(rowKey)', which does not exist")
+                    return true
+                }
+                // A malformed row is reported as such; an entry must be exactly `order ‖ key` of its row.
+                if let row = AppProjectionRow.decode(bytes), row.order + value != rest {
+                    report(name, "an order-index entry names row '\(rowKey)' at another order than the row's")
+                }
+            default:
+                report(name, "an entry of unknown kind (key \(text(key)))")
+            }
+            return true
+        }
+        for (name, meta) in metas.sorted(by: { $0.key < $1.key }) where meta.status != .clearing {
+            let stored = rowCounts[name] ?? 0
+            if meta.rows != stored { report(name, "its record counts \(meta.rows) rows, the table holds \(stored)") }
+        }
+
+        var findings: [VerificationReport.Finding] = []
+        for name in order {
+            let list = problems[name] ?? []
+            findings += list.prefix(Self.appProjectionFindingLimit).map { .appProjection(name: name, problem: $0) }
+            if list.count > Self.appProjectionFindingLimit {
+                findings.append(.appProjection(name: name, problem: "and \(list.count - Self.appProjectionFindingLimit) more problems"))
+            }
+        }
+        return (findings, Set(order))
+    }
+
+    /// The reason `bytes` are not one JSON value, nil when they are.
+    static func notJSON(_ bytes: some Collection<UInt8>) -> String? {
+        do {
+            _ = try JSONDecoder().decode(JSONValue.self, from: Data(bytes))
+            return nil
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    /// Rebuilds every projection this handle registers whose stored version is the registered
+    /// one (`ready` or `building`; not one in `damaged`) and compares it with what is stored,
+    /// through the stored record's `appliedThrough`: from the log after the record's `builtFrom`
+    /// when those events are retained, else from the newest snapshot holding this build of the
+    /// projection and the log after what that snapshot had applied. Each projection is staged
+    /// and written exactly as the engine does (``AnyAppProjection/stage``,
+    /// ``AppProjectionTable/write(_:name:into:rows:)``) into a ``MemoryStore``. One that cannot
+    /// be rebuilt (the events it needs trimmed, no snapshot late enough) is a warning.
+    func rebuildAppProjections(in tables: StoreTransaction, skipping damaged: Set<String>) throws
+        -> (findings: [VerificationReport.Finding], warnings: [VerificationReport.Warning]) {
+        let registry = log.projections
+        guard !registry.projections.isEmpty else { return ([], []) }
+        let first = try tables.firstSequence()
+        var snapshots: [UInt64: MemoryStore] = [:]
+        var findings: [VerificationReport.Finding] = []
+        var warnings: [VerificationReport.Warning] = []
+        for projection in registry.projections where !damaged.contains(projection.name) {
+            let name = projection.name
+            guard let meta = try AppProjectionTable.meta(name, in: tables.projections, path: path), meta.version == projection.version,
+                  meta.status == .ready || meta.status == .building
+            else { continue }
+            do {
+                // Where the rebuild starts: nothing (after `builtFrom`), or a snapshot's state.
+                let rebuilt = MemoryStore()
+                var rows = 0
+                var after = meta.builtFrom
+                if meta.builtFrom + 1 < first {
+                    guard let start = try snapshotHolding(meta, after: first, in: tables, cache: &snapshots) else {
+                        // Not damage: a compaction may keep an older snapshot that covers the
+                        // built-in projections while the events this one needs are gone.
+                        warnings.append(.appProjectionNotRebuilt(name: name, reason: "the log starts at \(first), after what it was built from (\(meta.builtFrom)), and no snapshot holds version \(meta.version) of it applied through \(first - 1) or later"))
+                        continue
+                    }
+                    let prefix = AppProjectionKeys.prefix(name)
+                    for (key, value) in start.store.sorted(.apps) where key.starts(with: prefix) { try rebuilt.put(.apps, key, value) }
+                    rows = start.meta.rows
+                    after = start.meta.appliedThrough
+                }
+                while after < meta.appliedThrough {
+                    let events = try registry.upcast(tables.events.events(after: after, limit: 1000).filter { $0.sequence <= meta.appliedThrough })
+                    guard let last = events.last else { break }
+                    let changes = try projection.stage(events, AppProjectionReader(store: rebuilt, name: name, path: path))
+                    try AppProjectionTable.write(changes, name: name, into: rebuilt, rows: &rows)
+                    after = last.sequence
+                }
+                if let problem = try appProjectionDifference(name, rebuilt: rebuilt, stored: tables.projections) {
+                    findings.append(.appProjection(name: name, problem: problem))
+                }
+            } catch let error as LedgerError {
+                findings.append(.appProjection(name: name, problem: "cannot be rebuilt to compare: \(error)"))
+            }
+        }
+        return (findings, warnings)
+    }
+
+    /// The newest snapshot holding the same build of `meta`'s projection (its version, its
+    /// `builtFrom`, `ready` or `building`) applied through `first - 1` or later and at most
+    /// through `meta.appliedThrough`: its state loaded, and its record.
+    private func snapshotHolding(_ meta: AppProjectionMeta, after first: UInt64, in tables: StoreTransaction,
+                                 cache: inout [UInt64: MemoryStore]) throws -> (store: MemoryStore, meta: AppProjectionMeta)? {
+        for snapshot in try tables.snapshots.headers().reversed() {
+            let store: MemoryStore
+            if let loaded = cache[snapshot.sequence] {
+                store = loaded
+            } else {
+                store = MemoryStore()
+                try tables.snapshots.load(snapshot.sequence, into: store, apps: true)
+                cache[snapshot.sequence] = store
+            }
+            guard let held = try AppProjectionTable.meta(meta.name, in: store, path: path), held.version == meta.version,
+                  held.builtFrom == meta.builtFrom, held.status == .ready || held.status == .building,
+                  held.appliedThrough + 1 >= first, held.appliedThrough <= meta.appliedThrough
+            else { continue }
+            return (store, held)
+        }
+        return nil
+    }
+
+    /// The first difference between projection `name` rebuilt and stored: rows (by key), then
+    /// the document, then the order index; nil when they are equal.
+    private func appProjectionDifference(_ name: String, rebuilt: MemoryStore, stored: TransactionStore) throws -> String? {
+        func entries(_ prefix: [UInt8], in store: some ProjectionStore) throws -> [(key: [UInt8], value: [UInt8])] {
+            var found: [(key: [UInt8], value: [UInt8])] = []
+            try store.scan(.apps, from: prefix) { key, value in
+                guard key.starts(with: prefix) else { return false }
+                found.append((Array(key.dropFirst(prefix.count)), value))
+                return true
+            }
+            return found
+        }
+        func shown(_ bytes: [UInt8]) -> String {
+            let json = AppProjectionRow.decode(bytes).map { Array($0.json) } ?? bytes
+            let text = String(decoding: json, as: UTF8.self)
+            return text.count <= 120 ? text : String(text.prefix(119)) + "…"
+        }
+        // Rows.
+        let rowPrefix = AppProjectionKeys.rowPrefix(name)
+        let expected = try entries(rowPrefix, in: rebuilt), actual = try entries(rowPrefix, in: stored)
+        var i = 0, j = 0
+        while i < expected.count || j < actual.count {
+            if i < expected.count, j < actual.count, expected[i].key == actual[j].key {
+                let key = String(decoding: expected[i].key, as: UTF8.self)
+                if expected[i].value != actual[j].value {
+                    return "row '\(key)' differs from a rebuild (stored \(shown(actual[j].value)), rebuilt \(shown(expected[i].value)))"
+                }
+                i += 1
+                j += 1
+            } else if j >= actual.count || (i < expected.count && expected[i].key.lexicographicallyPrecedes(actual[j].key)) {
+                return "row '\(String(decoding: expected[i].key, as: UTF8.self))' is missing (a rebuild has \(shown(expected[i].value)))"
+            } else {
+                return "row '\(String(decoding: actual[j].key, as: UTF8.self))' is stored but a rebuild has no such row"
+            }
+        }
+        // The document.
+        let document = AppProjectionKeys.document(name)
+        let rebuiltDocument = try rebuilt.get(.apps, document), storedDocument = try stored.get(.apps, document)
+        if rebuiltDocument != storedDocument {
+            return "the document differs from a rebuild (stored \(storedDocument.map(shown) ?? "none"), rebuilt \(rebuiltDocument.map(shown) ?? "none"))"
+        }
+        // The order index.
+        let orderPrefix = AppProjectionKeys.orderPrefix(name)
+        let expectedIndex = try entries(orderPrefix, in: rebuilt), actualIndex = try entries(orderPrefix, in: stored)
+        for (e, a) in zip(expectedIndex, actualIndex) where e.key != a.key || e.value != a.value {
+            return "the order index differs from a rebuild at row '\(String(decoding: a.value, as: UTF8.self))'"
+        }
+        if expectedIndex.count != actualIndex.count {
+            return "the order index holds \(actualIndex.count) entries, a rebuild \(expectedIndex.count)"
+        }
+        return nil
+    }
+}
