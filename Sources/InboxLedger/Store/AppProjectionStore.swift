@@ -186,59 +186,6 @@ struct AppProjectionChanges {
     var isEmpty: Bool { rows.isEmpty && document == nil }
 }
 
-/// A registered projection without its generic types: what the engine needs.
-struct AnyAppProjection: Sendable {
-    let name: String
-    let version: Int
-    let eventTypes: Set<String>
-    /// Applies `events` (those of ``eventTypes``) to the state `reader` reads, in memory;
-    /// throws ``LedgerError/projectionRejected(name:sequence:type:reason:)`` and changes nothing
-    /// when an apply throws or the state cannot be encoded.
-    let stage: @Sendable (_ events: [Event], _ reader: AppProjectionReader) throws(LedgerError) -> AppProjectionChanges
-    /// The type it was made from (two registrations of one name must be one type).
-    let typeName: String
-    let type: ObjectIdentifier
-
-    init<P: LedgerProjection>(_ projection: P.Type) {
-        name = P.name
-        version = P.version
-        eventTypes = P.eventTypes
-        typeName = String(reflecting: P.self)
-        type = ObjectIdentifier(P.self)
-        stage = { (events: [Event], reader: AppProjectionReader) throws(LedgerError) -> AppProjectionChanges in
-            var update = try ProjectionUpdate<P>(stored: reader)
-            let before = update.document
-            var last: Event?
-            for event in events where P.eventTypes.contains(event.baseType) {
-                last = event
-                do { try P.apply(event, to: &update) } catch {
-                    throw .projectionRejected(name: P.name, sequence: event.sequence, type: event.type, reason: "\(error)")
-                }
-            }
-            var changes = AppProjectionChanges()
-            for (key, row) in update.changed.sorted(by: { $0.key < $1.key }) {
-                guard let row else { changes.rows.append((key, nil)); continue }
-                let order = P.order(of: row, key: key)?.bytes ?? []
-                guard order.count <= AppProjectionKeys.maxOrderBytes else {
-                    throw .projectionRejected(name: P.name, sequence: last?.sequence, type: last?.type,
-                                              reason: "the order of row '\(key)' encodes to \(order.count) bytes, more than \(AppProjectionKeys.maxOrderBytes)")
-                }
-                let json = try AppProjectionJSON.encode(row, projection: P.name, sequence: last?.sequence, type: last?.type)
-                let value = AppProjectionRow.encode(order: order, json: json)
-                reader.cache?.store(P.name, key, value, row)  // the next read of these bytes needs no decoding
-                changes.rows.append((key, value))
-            }
-            let unstored = try !reader.hasDocument()
-            if last != nil, update.document != before || unstored {
-                let document = try AppProjectionJSON.encode(update.document, projection: P.name, sequence: last?.sequence, type: last?.type)
-                reader.cache?.store(P.name, "", document, update.document)
-                changes.document = document
-            }
-            return changes
-        }
-    }
-}
-
 /// What a handle decoded on its earlier reads, by the stored bytes it decoded: a read that
 /// finds the same bytes returns the decoded value without decoding again (a widget's warm
 /// read). Bounded; cleared when full.
@@ -274,3 +221,114 @@ final class AppProjectionCache: Sendable {
         return meta
     }
 }
+
+/// Reading and writing the `app-projections` table through any ``ProjectionStore``.
+enum AppProjectionTable {
+    static func meta(_ name: String, in store: some ProjectionStore, path: String) throws -> AppProjectionMeta? {
+        try store.get(.apps, AppProjectionKeys.meta(name)).map { bytes throws(LedgerError) in try AppProjectionMeta.decode(bytes, path: path) }
+    }
+
+    static func putMeta(_ meta: AppProjectionMeta, in store: some ProjectionStore) throws {
+        try store.put(.apps, AppProjectionKeys.meta(meta.name), meta.encoded())
+    }
+
+    /// Every stored projection's record, by name.
+    static func metas(in store: some ProjectionStore, path: String) throws -> [AppProjectionMeta] {
+        var found: [AppProjectionMeta] = []
+        try store.scan(.apps, from: AppProjectionKeys.metaPrefix) { key, value in
+            guard key.first == 0x00 else { return false }
+            found.append(try AppProjectionMeta.decode(value, path: path))
+            return true
+        }
+        return found
+    }
+
+    /// Writes `changes`: each row and its order-index entry (the old entry removed), the document.
+    static func write(_ changes: AppProjectionChanges, name: String, into store: some ProjectionStore, rows: inout Int) throws {
+        for (key, value) in changes.rows {
+            let rowKey = AppProjectionKeys.row(name, key)
+            if let old = try store.get(.apps, rowKey) {
+                if let decoded = AppProjectionRow.decode(old) { try store.delete(.apps, AppProjectionKeys.order(name, decoded.order, key)) }
+                if value == nil {
+                    try store.delete(.apps, rowKey)
+                    rows -= 1
+                }
+            } else if value != nil {
+                rows += 1
+            }
+            guard let value, let row = AppProjectionRow.decode(value) else { continue }
+            try store.put(.apps, rowKey, value)
+            try store.put(.apps, AppProjectionKeys.order(name, row.order, key), Array(key.utf8))
+        }
+        if let document = changes.document { try store.put(.apps, AppProjectionKeys.document(name), document) }
+    }
+
+    /// Deletes up to `limit` entries of `name`'s state (rows, index, document; not its record);
+    /// returns how many.
+    static func clear(_ name: String, in store: some ProjectionStore, limit: Int) throws -> Int {
+        let prefix = AppProjectionKeys.prefix(name)
+        var keys: [[UInt8]] = []
+        try store.scan(.apps, from: prefix) { key, _ in
+            guard key.starts(with: prefix), keys.count < limit else { return false }
+            keys.append(key)
+            return true
+        }
+        for key in keys { try store.delete(.apps, key) }
+        return keys.count
+    }
+}
+
+/// An in-memory layer of changes over a store: a read that finds events not applied yet
+/// applies them here, never in the file.
+final class OverlayStore: ProjectionStore {
+    let base: any ProjectionStore
+    /// Changed entries of `.apps` (nil: deleted).
+    private var changes: [[UInt8]: [UInt8]?] = [:]
+
+    init(base: any ProjectionStore) { self.base = base }
+
+    func get(_ table: ProjectionTable, _ key: [UInt8]) throws -> [UInt8]? {
+        if table == .apps, let change = changes[key] { return change }
+        return try base.get(table, key)
+    }
+
+    func put(_ table: ProjectionTable, _ key: [UInt8], _ value: [UInt8]) throws {
+        guard table == .apps else { throw LMDBOverlayRefusal() }
+        changes[key] = .some(value)
+    }
+
+    func delete(_ table: ProjectionTable, _ key: [UInt8]) throws {
+        guard table == .apps else { throw LMDBOverlayRefusal() }
+        changes[key] = .some(nil)
+    }
+
+    /// The base's entries merged with the changes, in key order.
+    func scan(_ table: ProjectionTable, from start: [UInt8], _ body: ([UInt8], [UInt8]) throws -> Bool) throws {
+        guard table == .apps, !changes.isEmpty else { return try base.scan(table, from: start, body) }
+        let pending = changes.keys.filter { !$0.lexicographicallyPrecedes(start) }.sorted { $0.lexicographicallyPrecedes($1) }
+        var next = 0
+        var stopped = false
+        try base.scan(table, from: start) { key, value in
+            while next < pending.count, pending[next].lexicographicallyPrecedes(key) {
+                if let changed = changes[pending[next]] ?? nil, try !body(pending[next], changed) { stopped = true; return false }
+                next += 1
+            }
+            if next < pending.count, pending[next] == key {
+                next += 1
+                guard let changed = changes[key] ?? nil else { return true }  // deleted
+                if try !body(key, changed) { stopped = true; return false }
+                return true
+            }
+            if try !body(key, value) { stopped = true; return false }
+            return true
+        }
+        guard !stopped else { return }
+        while next < pending.count {
+            if let changed = changes[pending[next]] ?? nil, try !body(pending[next], changed) { return }
+            next += 1
+        }
+    }
+}
+
+/// Only the app projections' table is ever changed in an overlay.
+struct LMDBOverlayRefusal: Error {}

@@ -1,0 +1,58 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#elseif canImport(Foundation)
+import Foundation
+#endif
+
+/// A registered projection without its generic types: what the engine needs.
+struct AnyAppProjection: Sendable {
+    let name: String
+    let version: Int
+    let eventTypes: Set<String>
+    /// Applies `events` (those of ``eventTypes``) to the state `reader` reads, in memory;
+    /// throws ``LedgerError/projectionRejected(name:sequence:type:reason:)`` and changes nothing
+    /// when an apply throws or the state cannot be encoded.
+    let stage: @Sendable (_ events: [Event], _ reader: AppProjectionReader) throws(LedgerError) -> AppProjectionChanges
+    /// The type it was made from (two registrations of one name must be one type).
+    let typeName: String
+    let type: ObjectIdentifier
+
+    init<P: LedgerProjection>(_ projection: P.Type) {
+        name = P.name
+        version = P.version
+        eventTypes = P.eventTypes
+        typeName = String(reflecting: P.self)
+        type = ObjectIdentifier(P.self)
+        stage = { (events: [Event], reader: AppProjectionReader) throws(LedgerError) -> AppProjectionChanges in
+            var update = try ProjectionUpdate<P>(stored: reader)
+            let before = update.document
+            var last: Event?
+            for event in events where P.eventTypes.contains(event.baseType) {
+                last = event
+                do { try P.apply(event, to: &update) } catch {
+                    throw .projectionRejected(name: P.name, sequence: event.sequence, type: event.type, reason: "\(error)")
+                }
+            }
+            var changes = AppProjectionChanges()
+            for (key, row) in update.changed.sorted(by: { $0.key < $1.key }) {
+                guard let row else { changes.rows.append((key, nil)); continue }
+                let order = P.order(of: row, key: key)?.bytes ?? []
+                guard order.count <= AppProjectionKeys.maxOrderBytes else {
+                    throw .projectionRejected(name: P.name, sequence: last?.sequence, type: last?.type,
+                                              reason: "the order of row '\(key)' encodes to \(order.count) bytes, more than \(AppProjectionKeys.maxOrderBytes)")
+                }
+                let json = try AppProjectionJSON.encode(row, projection: P.name, sequence: last?.sequence, type: last?.type)
+                let value = AppProjectionRow.encode(order: order, json: json)
+                reader.cache?.store(P.name, key, value, row)  // the next read of these bytes needs no decoding
+                changes.rows.append((key, value))
+            }
+            let unstored = try !reader.hasDocument()
+            if last != nil, update.document != before || unstored {
+                let document = try AppProjectionJSON.encode(update.document, projection: P.name, sequence: last?.sequence, type: last?.type)
+                reader.cache?.store(P.name, "", document, update.document)
+                changes.document = document
+            }
+            return changes
+        }
+    }
+}
