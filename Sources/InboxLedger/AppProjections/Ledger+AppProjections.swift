@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// One row of an app projection, with its key.
 public struct ProjectionRow<P: LedgerProjection>: Sendable, Equatable {
     /// The row's key.
@@ -55,6 +61,11 @@ extension Ledger {
     /// How many events (or deleted entries) one build transaction handles: short enough that
     /// other writers wait milliseconds, not the write timeout.
     static let projectionBuildChunk = 500
+    /// Pause between two build transactions, in microseconds. The writer lock is not fair (a
+    /// waiting writer polls it, every 2 ms at most): without a pause, a build committing chunk
+    /// after chunk kept other processes' writers out for the whole build. With it, a waiting
+    /// writer gets in at about every second chunk, for ~5% of the build's time.
+    static let projectionBuildPauseMicros: UInt32 = 1_000
 
     // MARK: Reads
 
@@ -198,7 +209,7 @@ extension Ledger {
     /// got: an opening killed mid-build leaves a record the next opening continues from.
     func buildAppProjections() throws(LedgerError) {
         for projection in log.projections.projections {
-            while try !buildStep(projection) {}
+            while try !buildStep(projection) { usleep(Self.projectionBuildPauseMicros) }
         }
     }
 
