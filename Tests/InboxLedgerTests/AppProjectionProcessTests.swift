@@ -65,6 +65,7 @@ import Glibc
     /// The lines of an agent's output saying a projection read was refused.
     func refusals(_ stdout: String) -> [Substring] { stdout.split(separator: "\n").filter { $0.hasPrefix("refused ") } }
 
+    /// How many events an agent's ack file acknowledges (one line each).
     func ackCount(_ ackPath: String) -> Int {
         guard let text = try? String(contentsOfFile: ackPath, encoding: .utf8) else { return 0 }
         return text.split(separator: "\n").count
@@ -187,7 +188,7 @@ import Glibc
                                             dir.child("\(r.role)-\(round).ack"), "-1", String(r.suspend), "4", stop])
             }
             defer { for p in processes { p.kill(); _ = try? p.wait(timeout: 30) } }
-            // A victim is killed once it has acknowledged a random number of batches, after a
+            // A victim is killed once it has acknowledged a random number of events, after a
             // random pause: a random instant of its work (mid-append, mid-suspend, mid-check).
             let victims = roles.indices.map { _ in Bool.random(using: &generator) }
             for (k, p) in processes.enumerated() {
@@ -285,6 +286,7 @@ import Glibc
             (ackCount(dir.child("widget.ack")) >= widgetAcksAtV2 + 100 && ackCount(dir.child("host.ack")) >= 100
                 && refusals(widget.stdoutSoFar).count > 5) || !widget.process.isRunning || !host.process.isRunning
         }
+        print("AppProjectionProcessTests: version 1 appended \(ackCount(dir.child("widget.ack")) - widgetAcksAtV2) events after version 2 came (reads refused \(refusals(widget.stdoutSoFar).count) times), version 2 \(ackCount(dir.child("host.ack"))) events")
         // The test's version-1 handle: its reads are refused, its appends go through.
         #expect(isUnavailable { _ = try v1.projectionContents(TaskList.self) })
         try v1.append(TaskDone(id: "t1"))
@@ -553,13 +555,13 @@ import Glibc
             polls += 1
         }
         #expect(built.status == 0 && built.stdout.hasPrefix("open ready"), "\(built.stdout) \(built.stderr)")
-        print("AppProjectionProcessTests: the writer's acknowledged batches went from \(acksAtFirstPoll ?? -1) to \(acksAtLastPoll) over \(polls) polls of the build")
+        print("AppProjectionProcessTests: the writer's acknowledged events went from \(acksAtFirstPoll ?? -1) to \(acksAtLastPoll) over \(polls) polls of the build")
         #expect(polls > 1, "the build was not seen running")
-        // At least one of the writer's commits per eight build transactions: without the pause
-        // between chunks, none got in on an idle machine (a few dozen on a loaded one, where the
-        // builder is preempted between chunks); with it, hundreds.
+        // At least one of the writer's events per four build transactions. Without the pause
+        // between chunks, 0 to a few dozen got in (some only when the loaded machine preempted
+        // the builder between two chunks); with it, hundreds to thousands, idle or loaded.
         let buildTransactions = 40_000 / Ledger.projectionBuildChunk
-        #expect(acksAtLastPoll - (acksAtFirstPoll ?? .max) >= buildTransactions / 8,
+        #expect(acksAtLastPoll - (acksAtFirstPoll ?? .max) >= buildTransactions / 4,
                 "\(acksAtLastPoll - (acksAtFirstPoll ?? 0)) appends of the other process acknowledged while the build ran")
 
         // Once built, a version-1 writer keeps it inline beside the writer without it.
