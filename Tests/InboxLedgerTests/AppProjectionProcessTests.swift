@@ -460,7 +460,7 @@ import Glibc
         _ = try plain.consumer(named: "model", startingAt: .end)
 
         // A build stopped half-way (killed), then a compaction: it trims exactly up to the build's progress.
-        let target = UInt64.random(in: 2_000...12_000, using: &generator)
+        let target = UInt64.random(in: 1_000...6_000, using: &generator)
         let (killedAt, output) = try startBuild(path, version: 1, observer: plain) { info in
             info.status == "building" && info.appliedThrough >= target
         }
