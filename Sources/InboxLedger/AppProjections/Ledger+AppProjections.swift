@@ -61,7 +61,7 @@ extension Ledger {
     /// How many events (or deleted entries) one build transaction handles: short enough that
     /// other writers wait milliseconds, not the write timeout.
     static let projectionBuildChunk = 500
-    /// Pause between two build transactions, in microseconds. The writer lock is not fair (a
+    /// Pause between two build (or drop) transactions, in microseconds. The writer lock is not fair (a
     /// waiting writer polls it, every 2 ms at most): without a pause, a build committing chunk
     /// after chunk kept other processes' writers out for the whole build. With it, a waiting
     /// writer gets in at about every second chunk, for ~5% of the build's time.
@@ -263,13 +263,24 @@ extension Ledger {
 
     /// Deletes the stored state of projection `name` (an app that no longer registers it:
     /// its record keeps the log from being trimmed past what it applied), in short transactions.
+    ///
+    /// The record goes in the first one: from then on no process (an older one still
+    /// registering the projection) reads the half-deleted state or applies events to it, both
+    /// needing the record. The entries left are deleted after it, unless a writable opening
+    /// registering the projection has created it again meanwhile: its build clears them.
     public func dropProjection(named name: String) throws(LedgerError) {
+        var first = true
         while try write("drop projection '\(name)'", { tables in
             let store = tables.projections
-            guard try AppProjectionTable.meta(name, in: store, path: path) != nil else { return true }
-            if try AppProjectionTable.clear(name, in: store, limit: Self.projectionBuildChunk) == Self.projectionBuildChunk { return false }
-            try store.delete(.apps, AppProjectionKeys.meta(name))
-            return true
-        }) == false {}
+            if first {
+                try store.delete(.apps, AppProjectionKeys.meta(name))
+            } else if try AppProjectionTable.meta(name, in: store, path: path) != nil {
+                return true  // built again meanwhile
+            }
+            return try AppProjectionTable.clear(name, in: store, limit: Self.projectionBuildChunk) < Self.projectionBuildChunk
+        }) == false {
+            first = false
+            usleep(Self.projectionBuildPauseMicros)
+        }
     }
 }
