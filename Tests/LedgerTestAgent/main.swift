@@ -541,6 +541,175 @@ func flowActor(dir: String, role: String, control: String, start: Int) async {
     }
 }
 
+// MARK: - App projections (AppProjectionProcessTests)
+
+/// The task-list projection a process registers: 0 none, 1 TaskList, 2 TaskListV2.
+func taskProjections(_ version: Int) -> [any LedgerProjection.Type] {
+    switch version {
+    case 1: [TaskList.self]
+    case 2: [TaskListV2.self]
+    default: []
+    }
+}
+
+/// A counter shared by a process's threads.
+final class SharedCounter: @unchecked Sendable {
+    // @unchecked: `count` is only touched under `lock`.
+    private let lock = NSLock()
+    private var count = 0
+    func add() { lock.withLock { count += 1 } }
+    var value: Int { lock.withLock { count } }
+}
+
+/// Suspensions made, and calls refused because the process was suspended.
+let suspensions = SharedCounter()
+let refusedWhileSuspended = SharedCounter()
+
+/// Runs `body`, again while this process is suspended (what an app's own code does).
+func unsuspended<T>(_ body: () throws(LedgerError) -> T) throws(LedgerError) -> T {
+    while true {
+        do throws(LedgerError) {
+            return try body()
+        } catch {
+            guard error == .suspended else { throw error }
+            refusedWhileSuspended.add()
+            usleep(200)
+        }
+    }
+}
+
+/// One process of the task-tracker app (ROLE host, widget or extension, see TaskWorkload)
+/// registering task-list VERSION (0: none): appends batches of 1–3 task events until COUNT
+/// batches (-1: until killed) or until STOPFILE exists; after each commit writes one line
+/// "ack SEQ TYPE ID ." per event to ACKFILE. With SUSPEND 1, a thread suspends and resumes the
+/// process at random instants. Every CHECKEVERY batches (0: never) it reads the projection and
+/// compares it with TaskListModel folded from the log through the head the read reflects:
+/// prints "checked HEAD", or "refused REASON" when the read is refused (projectionUnavailable),
+/// and exits 1 on a mismatch. Prints "ready HEAD" once open, "appended N suspensions S
+/// suspended-calls R" at the end.
+final class TaskActor {
+    let ledger: Ledger
+    let role: String
+    let version: Int
+    var model: TaskListModel
+
+    init(dir: String, role: String, version: Int) {
+        var options = LedgerOptions(role: role)
+        options.durability = .none
+        options.projections = taskProjections(version)
+        do { ledger = try Ledger(path: dir, options: options) } catch { die("open: \(error)") }
+        self.role = role
+        self.version = version
+        model = TaskListModel(version == 2 ? .v2 : .v1)
+    }
+
+    func check() {
+        do throws(LedgerError) {
+            switch version {
+            case 1: try compare(try unsuspended { () throws(LedgerError) in try ledger.projectionContents(TaskList.self) })
+            case 2: try compare(try unsuspended { () throws(LedgerError) in try ledger.projectionContents(TaskListV2.self) })
+            default: return
+            }
+        } catch {
+            if case .projectionUnavailable(_, let reason) = error {
+                say("refused \(reason)")
+            } else if case .projectionBuilding(_, let through) = error {
+                say("refused being built (through \(through))")  // or being dropped: its record says clearing
+            } else {
+                die("check \(role): \(error)")
+            }
+        }
+    }
+
+    private func compare<P: LedgerProjection>(_ contents: ProjectionContents<P>) throws(LedgerError) where P.Row == TaskList.Row, P.Document == TaskList.Document {
+        while model.through < contents.head {
+            let events = try unsuspended { () throws(LedgerError) in try ledger.events(after: model.through, limit: 1000) }
+            guard let first = events.first, first.sequence == model.through + 1 else { die("check \(role): the log has a gap after \(model.through)") }
+            do { try model.fold(events, through: contents.head) } catch { die("check \(role): model: \(error)") }
+        }
+        if let mismatch = model.mismatch(contents) { die("mismatch \(role) v\(version): \(mismatch)") }
+        say("checked \(contents.head)")
+    }
+}
+
+/// The task ID of a task event's payload.
+struct TaskID: Decodable { var id: String? }
+
+func taskActor(dir: String, role: String, version: Int, seed: UInt64, ackPath: String, count: Int, suspend: Bool, checkEvery: Int, stopFile: String?) {
+    let actor = TaskActor(dir: dir, role: role, version: version)
+    let ack = AckLog(ackPath)
+    var generator = SeededGenerator(seed: seed)
+    if suspend {
+        let toggleSeed = seed &+ 1
+        Thread.detachNewThread {
+            var rng = SeededGenerator(seed: toggleSeed)
+            while true {
+                usleep(UInt32.random(in: 0...4000, using: &rng))
+                // A transaction that does not end in time leaves the process suspended all the same.
+                do { try Ledger.suspend() } catch { say("suspend: \(error)") }
+                suspensions.add()
+                usleep(UInt32.random(in: 0...2000, using: &rng))
+                Ledger.resume()
+            }
+        }
+    }
+    let head: UInt64
+    do { head = try unsuspended { () throws(LedgerError) in try actor.ledger.headSequence() } } catch { die("head: \(error)") }
+    say("ready \(head)")
+    var batches = 0
+    while count < 0 || batches < count {
+        if let stopFile, FileManager.default.fileExists(atPath: stopFile) { break }
+        do {
+            let events = try TaskWorkload.batch(role: role, using: &generator)
+            let sequences = try unsuspended { () throws(LedgerError) in try actor.ledger.append(contentsOf: events) }
+            var lines = ""
+            for (event, sequence) in zip(events, sequences) {
+                let id = (try? JSONDecoder().decode(TaskID.self, from: Data(event.payload)))?.id ?? "-"
+                lines += "ack \(sequence) \(event.type) \(id) .\n"
+            }
+            ack.write(String(lines.dropLast()))
+        } catch {
+            die("append \(role): \(error)")
+        }
+        batches += 1
+        if checkEvery > 0, batches % checkEvery == 0 { actor.check() }
+    }
+    say("appended \(batches) suspensions \(suspensions.value) suspended-calls \(refusedWhileSuspended.value)")
+}
+
+/// Opens the ledger writable with task-list VERSION registered — its build runs in the
+/// opening — and prints "open STATUS APPLIEDTHROUGH".
+func taskOpen(dir: String, version: Int, durability: String) {
+    var options = LedgerOptions(role: "app")
+    options.durability = LedgerDurability(rawValue: durability) ?? .durable
+    options.projections = taskProjections(version)
+    do {
+        let ledger = try Ledger(path: dir, options: options)
+        guard let info = try ledger.projections().first(where: { $0.name == TaskList.name }) else { die("no record after the build") }
+        say("open \(info.status) \(info.appliedThrough)")
+    } catch {
+        die("task-open: \(error)")
+    }
+}
+
+/// Compacts with retainedTail 0 over and over until STOPFILE exists; prints "runs N trimmed T".
+func compactUntil(dir: String, stopFile: String) {
+    let ledger = openLedger(dir, role: "compactor", durability: "none")
+    let compactor = Compactor(ledger: ledger, policy: compactionPolicy(tail: 0, chunk: 200))
+    var runs = 0, trimmed = 0
+    say("compacting")
+    while !FileManager.default.fileExists(atPath: stopFile) {
+        do {
+            trimmed += try compactor.runOnce().eventsTrimmed
+            runs += 1
+        } catch {
+            die("compact-until: \(error)")
+        }
+        usleep(1000)
+    }
+    say("runs \(runs) trimmed \(trimmed)")
+}
+
 let args = CommandLine.arguments
 guard args.count >= 3 else { die("usage: LedgerTestAgent <mode> <dir> …") }
 func arg(_ i: Int) -> String {
@@ -598,6 +767,13 @@ case "batch-consumer":  // batch-consumer DIR NAME EXPECTED CYCLES
     await batchConsumer(dir: arg(2), name: arg(3), expected: int(4), cycles: int(5))
 case "wait-change":  // wait-change DIR AFTER
     await waitChange(dir: arg(2), after: UInt64(int(3)))
+case "task-actor":  // task-actor DIR ROLE VERSION SEED ACKFILE COUNT SUSPEND CHECKEVERY [STOPFILE]
+    taskActor(dir: arg(2), role: arg(3), version: int(4), seed: UInt64(int(5)), ackPath: arg(6), count: int(7),
+              suspend: int(8) != 0, checkEvery: int(9), stopFile: args.count > 10 ? arg(10) : nil)
+case "task-open":  // task-open DIR VERSION [DURABILITY]
+    taskOpen(dir: arg(2), version: int(3), durability: args.count > 4 ? arg(4) : "durable")
+case "compact-until":  // compact-until DIR STOPFILE
+    compactUntil(dir: arg(2), stopFile: arg(3))
 default:
     die("unknown mode \(args[1])")
 }

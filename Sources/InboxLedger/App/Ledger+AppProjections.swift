@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// One row of an app projection, with its key (its `id`: `ForEach(contents.rows)` works).
 public struct ProjectionRow<P: LedgerProjection>: Sendable, Equatable, Identifiable {
     /// The row's key.
@@ -207,6 +213,11 @@ extension Ledger {
 
     /// Deletes the stored state of projection `name` (an app that no longer registers it:
     /// its record keeps the log from being trimmed past what it applied), in short transactions.
+    ///
+    /// The record goes in the first one: from then on no process (an older one still
+    /// registering the projection) reads the half-deleted state or applies events to it, both
+    /// needing the record. The entries left are deleted after it, unless a writable opening
+    /// registering the projection has created it again meanwhile: its build clears them.
     public func dropProjection(named name: String) throws(LedgerError) {
         while try write("drop projection '\(name)'", { tables in
             let store = tables.projections
@@ -222,6 +233,8 @@ extension Ledger {
             if try AppProjectionTable.clear(name, in: store, limit: Self.projectionBuildChunk) == Self.projectionBuildChunk { return false }
             try store.delete(.apps, AppProjectionKeys.meta(name))
             return true
-        }) == false {}
+        }) == false {
+            usleep(Self.projectionBuildPauseMicros)
+        }
     }
 }
