@@ -154,13 +154,14 @@ extension Ledger {
     /// events appended since by processes that do not keep it applied in memory (never
     /// written by a read), so the state always agrees with the log's head.
     func withProjection<P: LedgerProjection, T>(_: P.Type, _ body: (AppProjectionReader, AppProjectionMeta, UInt64) throws(LedgerError) -> T) throws(LedgerError) -> T {
-        guard let registered = log.projections.projection(named: P.name), registered.typeName == String(reflecting: P.self) else {
+        guard let registered = log.projections.projection(named: P.name), registered.typeID == ObjectIdentifier(P.self) else {
             throw .projectionUnavailable(name: P.name, reason: "\(P.self) is not registered by this handle (LedgerOptions.projections)")
         }
         return try read("read projection '\(P.name)'") { tables in
-            guard var meta = try AppProjectionTable.meta(P.name, in: tables.projections, path: path) else {
+            guard let metaBytes = try tables.projections.get(.apps, AppProjectionKeys.meta(P.name)) else {
                 throw LedgerError.projectionUnavailable(name: P.name, reason: "it has not been built yet: open the ledger writable once with it registered")
             }
+            var meta = try registered.metaCache.meta(metaBytes, path: path)
             guard meta.version == P.version else {
                 throw LedgerError.projectionUnavailable(name: P.name, reason: "the ledger holds version \(meta.version), this process registers version \(P.version)"
                     + (meta.version > P.version ? " (a newer app built it: update this process)" : " (a writable opening with it registered rebuilds it)"))
