@@ -190,7 +190,8 @@ struct AnyAppProjection: Sendable {
     let typeName: String
     /// The same as an identity (what every read compares: `String(reflecting:)` costs ~0.7 µs).
     let typeID: ObjectIdentifier
-    /// The record last decoded by a read, by its bytes.
+    /// The record this handle last decoded or wrote, with its bytes (reads and appends that
+    /// find it unchanged skip its decoding).
     let metaCache = AppProjectionMetaCache()
 
     init<P: LedgerProjection>(_ projection: P.Type) {
@@ -235,8 +236,8 @@ struct AnyAppProjection: Sendable {
     }
 }
 
-/// The last record a handle's reads decoded, with its bytes: a read whose record is unchanged
-/// (the same bytes) skips its JSON decoding.
+/// The last record a handle decoded or wrote, with its bytes: a read or an append that finds
+/// the same bytes skips their JSON decoding.
 final class AppProjectionMetaCache: Sendable {
     private let last = Mutex<(bytes: [UInt8], meta: AppProjectionMeta)?>(nil)
 
