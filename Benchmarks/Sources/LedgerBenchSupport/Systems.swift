@@ -33,6 +33,14 @@ public enum SystemKind: String, CaseIterable, Sendable {
     case sqliteNormal = "sqlite-normal"
     /// The usual approach without a database: the whole message list serialised and written atomically per change.
     case rewrite
+    /// W9: this project with an app projection registered (the task list of docs/apps.md, `TaskList`).
+    case ledgerProjection = "ledger+projection"
+    /// W9 warm reads: one row of the task projection (`projectionRow`).
+    case projectionRow = "projection-row"
+    /// W9 warm reads: the task projection's document and first 10 rows (`projectionContents(limit: 10)`).
+    case projectionTop10 = "projection-top10"
+    /// W9 cold read: the task list folded from the whole log at launch (`events(after:)` in pages).
+    case ledgerFoldLog = "ledger-fold-log"
 }
 
 /// What every system can be asked to do. A workload that does not apply to a system is not
@@ -65,6 +73,8 @@ public func openStore(_ kind: SystemKind, directory: String) throws -> Store {
     case .sqliteFull: try SQLiteStore(directory: directory, synchronous: "FULL")
     case .sqliteNormal: try SQLiteStore(directory: directory, synchronous: "NORMAL")
     case .rewrite: try RewriteStore(directory: directory)
+    case .ledgerProjection: try LedgerStore(directory: directory, durability: .durable, typed: true, projections: [TaskList.self])
+    case .projectionRow, .projectionTop10, .ledgerFoldLog: throw BenchFailure("\(kind.rawValue) is a W9 read, not a store")
     }
 }
 
@@ -81,10 +91,11 @@ final class LedgerStore: Store {
     /// Appends typed events (built from the parsed fields) rather than JSON bytes.
     let typed: Bool
 
-    init(directory: String, durability: LedgerDurability, typed: Bool = false) throws {
+    init(directory: String, durability: LedgerDurability, typed: Bool = false, projections: [any LedgerProjection.Type] = []) throws {
         self.typed = typed
         var options = LedgerOptions(role: "bench")
         options.durability = durability
+        options.projections = projections
         options.maxMapSize = 8 << 30  // W7 holds a million events before compaction: more than an extension's default
         ledger = try Ledger(path: directory, options: options)
     }

@@ -1,8 +1,12 @@
-// W5 of ledger-bench: a new process opens a store, reads what the widget shows, prints its
+// W5 and W9-C of ledger-bench: a new process opens a store, reads what the widget shows, prints its
 // peak resident memory (bytes) and exits. It links no Foundation (only its essentials), as a
 // widget extension would keep its footprint small.
 //
 //   ledger-bench-cold SYSTEM DIRECTORY
+//
+// W9-C (SYSTEM `ledger+projection` or `ledger-fold-log`): the first 10 rows of the task list,
+// from the app projection or folded from the log; a second line names their keys (the two
+// systems must agree).
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -26,9 +30,16 @@ guard arguments.count == 3, let system = SystemKind(rawValue: arguments[1]) else
     exit(2)
 }
 do {
-    let rows = try openStore(system, directory: arguments[2]).readWidget()
-    guard rows == 10 else { throw BenchFailure("read \(rows) widget rows, expected 10") }
-    print(peakRSSBytes())
+    if system == .ledgerProjection || system == .ledgerFoldLog {
+        let keys = try coldReadTasks(system, directory: arguments[2])
+        guard keys.count == 10 else { throw BenchFailure("read \(keys.count) task rows, expected 10") }
+        print(peakRSSBytes())
+        print(keys.joined(separator: ","))
+    } else {
+        let rows = try openStore(system, directory: arguments[2]).readWidget()
+        guard rows == 10 else { throw BenchFailure("read \(rows) widget rows, expected 10") }
+        print(peakRSSBytes())
+    }
 } catch {
     print("ledger-bench-cold: \(error)")
     exit(1)

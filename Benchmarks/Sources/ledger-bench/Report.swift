@@ -70,8 +70,9 @@ func table(_ workload: Workload, _ rows: [Measurement]) -> String {
     }
     var out = "\(workload.id)  \(workload.title)\n"
     let extra = workload.id == "W8" ? "idle CPU" : workload.id == "W7" ? "seconds" : workload.id == "W2-1" ? "pages/op" : "peak RSS"
-    out += pad("system", 20, right: false) + pad("ops/s", 12) + pad("p50", 11) + pad("p99", 11) + pad(extra, 11) + pad("vs ledger", 12) + "\n"
-    let ledger = rows.first { $0.system == SystemKind.ledger.rawValue }
+    let versus = workload.baseline == .ledger ? "vs ledger" : "vs 1st row"
+    out += pad("system", 20, right: false) + pad("ops/s", 12) + pad("p50", 11) + pad("p99", 11) + pad(extra, 11) + pad(versus, 12) + "\n"
+    let ledger = rows.first { $0.system == workload.baseline.rawValue }
     for row in rows {
         var line = pad(row.system, 20, right: false)
         line += pad(row.opsPerSecond.map(formatCount) ?? "—", 12)
@@ -135,13 +136,22 @@ func targets(_ all: [Measurement]) -> String {
     check("W7 concurrent writer p99", find("W7", "ledger")?.p99Micros, "≤ 5 ms", { $0 <= 5_000 }, "µs")
     check("W8 wake-up p99", find("W8", "ledger")?.p99Micros, "≤ 1 ms", { $0 <= 1_000 }, "µs")
     check("W8 idle CPU", find("W8", "ledger")?.cpuPercent, "≤ 1 % of a core", { $0 <= 1 }, "%")
+    // Issue 28 (W9): an app projection of one row per event.
+    check("W9-1 ledger+projection vs ledger (single durable)", ratio(find("W9-1", "ledger+projection"), find("W9-1", "ledger")), "≥ 0.8×") { $0 >= 0.8 }
+    check("W9-B ledger+projection vs ledger (batched)", ratio(find("W9-B", "ledger+projection"), find("W9-B", "ledger")), "≥ 0.8×") { $0 >= 0.8 }
+    check("W9-R projection-row p50", find("W9-R", "projection-row")?.p50Micros, "≤ 2 µs", { $0 <= 2 }, "µs")
+    check("W9-C ledger+projection wall (p50)", find("W9-C", "ledger+projection")?.p50Micros, "≤ 10 ms", { $0 <= 10_000 }, "µs")
+    if let rss = find("W9-C", "ledger+projection")?.peakRSSBytes {
+        lines.append("\(rss <= 20 << 20 ? "met   " : "MISSED") W9-C ledger+projection peak RSS: \(String(format: "%.1f MiB", Double(rss) / 1_048_576)) (target ≤ 20 MiB)")
+    }
     return lines.isEmpty ? "" : "Targets (this run):\n" + lines.joined(separator: "\n") + "\n"
 }
 
 /// A bar chart of every system's speed relative to the ledger (log scale), one group per workload.
 func svgChart(_ workloads: [Workload], _ all: [Measurement], title: String) -> String {
     let colors = ["ledger": "#2b6cb0", "ledger-json": "#4299e1", "ledger-single-sync": "#63b3ed", "lmdb-same-job": "#a0aec0", "lmdb": "#718096", "sqlite-full": "#c05621",
-                  "sqlite-normal": "#ed8936", "rewrite": "#9b2c2c"]
+                  "sqlite-normal": "#ed8936", "rewrite": "#9b2c2c",
+                  "ledger+projection": "#2c7a7b", "projection-row": "#38b2ac", "projection-top10": "#81e6d9", "ledger-fold-log": "#805ad5"]
     let barHeight = 14.0, gap = 4.0, groupGap = 22.0, left = 190.0, width = 760.0, plot = 480.0
     // log10 scale from 1/1000× to 1000×; 1× (the ledger) in the middle.
     func x(_ ratio: Double) -> Double { left + plot / 2 + log10(max(0.001, min(1000, ratio))) / 3 * (plot / 2) }
@@ -149,7 +159,7 @@ func svgChart(_ workloads: [Workload], _ all: [Measurement], title: String) -> S
     var y = 50.0
     for workload in workloads {
         let rows = all.filter { $0.workload == workload.id }
-        guard let ledger = rows.first(where: { $0.system == "ledger" }), rows.count > 1 else { continue }
+        guard let ledger = rows.first(where: { $0.system == workload.baseline.rawValue }), rows.count > 1 else { continue }
         body += "<text x=\"8\" y=\"\(y + 10)\" font-weight=\"bold\">\(workload.id)</text>\n"
         for row in rows {
             guard let speed = row.speed(relativeTo: ledger) else { continue }

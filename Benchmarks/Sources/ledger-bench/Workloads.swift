@@ -1,4 +1,4 @@
-// The eight workloads. Each repetition runs every system once, interleaved, on the same data.
+// The nine workloads. Each repetition runs every system once, interleaved, on the same data.
 import Foundation
 import InboxLedger
 import LedgerBenchSupport
@@ -15,9 +15,11 @@ struct Sizes {
     var catchUpEvents = 1_000_000 // W6 and W7: events in the log
     var notifications = 200       // W8: round trips
     var idleSeconds = 10.0        // W8: idle window
+    var taskLogEvents = 100_000   // W9-R and W9-C: task events in the log
 
     static let quick = Sizes(repetitions: 1, batches: 2, singleAppends: 20, threadAppends: 4, processBatches: 1,
-                             widgetReads: 500, coldStarts: 2, catchUpEvents: 20_000, notifications: 20, idleSeconds: 1)
+                             widgetReads: 500, coldStarts: 2, catchUpEvents: 20_000, notifications: 20, idleSeconds: 1,
+                             taskLogEvents: 2_000)
 }
 
 /// What one repetition of a workload observed for one system.
@@ -46,6 +48,8 @@ struct Workload {
     var id: String
     var title: String
     var systems: [SystemKind]
+    /// The row the "vs" column compares with (the ledger unless said).
+    var baseline: SystemKind = .ledger
     /// Fewer repetitions than the run's, for workloads that must rebuild a large store each time.
     var maxRepetitions: Int? = nil
     /// Runs once per system before the repetitions, outside timing (loading data).
@@ -59,6 +63,8 @@ final class Bench {
     let sizes: Sizes
 
     private var loaded: Set<String> = []
+    /// W9-C: the keys the first cold reader found (every reader must find the same).
+    var coldTaskKeys: String?
 
     init(root: String, sizes: Sizes) {
         self.root = root
@@ -87,7 +93,7 @@ final class Bench {
     static let allWriters: [SystemKind] = [.ledger, .ledgerJSON, .lmdbSameJob, .lmdb, .sqliteFull, .sqliteNormal, .rewrite]
     static let logs: [SystemKind] = [.ledger, .lmdb, .sqliteFull]
 
-    lazy var workloads: [Workload] = [w1, w2Single, w2Threads, w2Callers, w3, w4, w5, w6, w7, w8]
+    lazy var workloads: [Workload] = [w1, w2Single, w2Threads, w2Callers, w3, w4, w5, w6, w7, w8, w9Single, w9Batch, w9Read, w9Cold]
 
     // W1: batches of 1,000 inbox-sync deltas, projections included.
     var w1: Workload {
@@ -309,6 +315,134 @@ final class Bench {
             guard let line = waiter.readLine(), let cpuMicros = Double(line) else { throw BenchFailure("no idle CPU from the W8 waiter") }
             guard try waiter.wait() == 0 else { throw BenchFailure("the W8 waiter failed") }
             return Observation(latencies: latencies, cpuPercent: cpuMicros / (bench.sizes.idleSeconds * 1e6) * 100)
+        }
+    }
+}
+
+// MARK: - W9: an app's own projection (issue 28)
+
+extension Bench {
+    /// The W9 task ledger: `ledger` without an app projection, `ledger+projection` with the
+    /// task list registered (`TaskList`, one row per task).
+    func taskLedger(_ system: SystemKind, _ workload: String) throws -> Ledger {
+        try openTaskLedger(directory(workload, system), projection: system == .ledgerProjection)
+    }
+
+    /// The log of W9-R and W9-C: `taskLogEvents` task events appended with the projection
+    /// registered (batches of 1,000), loaded once per run.
+    func loadedTaskLog() throws -> String {
+        let path = directory("w9-log", .ledgerProjection)
+        let ledger = try openTaskLedger(path, projection: true)
+        if try ledger.headSequence() == 0 {
+            var done = 0
+            while done < sizes.taskLogEvents {
+                let n = min(1000, sizes.taskLogEvents - done)
+                _ = try ledger.append(contentsOf: try (done..<done + n).map(TaskLog.event))
+                done += n
+            }
+        }
+        return path
+    }
+
+    // W9-1: one new task a durable transaction, without and with the projection (one new row per event).
+    var w9Single: Workload {
+        Workload(id: "W9-1", title: "app projection: single-event durable append of a new task, without / with the task projection",
+                 systems: [.ledger, .ledgerProjection]) { system, rep, bench in
+            let ledger = try bench.taskLedger(system, "w9-1")
+            let n = bench.sizes.singleAppends
+            let tasks = (rep * n..<(rep + 1) * n).map(TaskLog.added)
+            try ledger.append(tasks[0])  // warm-up
+            var latencies: [Double] = []
+            for task in tasks.dropFirst() { latencies.append(try timeMicros { try ledger.append(task) }) }
+            return Observation(opsPerSecond: Double(latencies.count) / (latencies.reduce(0, +) / 1e6), latencies: latencies)
+        }
+    }
+
+    // W9-B: batches of 1,000 new tasks, without and with the projection.
+    var w9Batch: Workload {
+        Workload(id: "W9-B", title: "app projection: batched append, 1,000 new tasks a transaction, without / with the task projection",
+                 systems: [.ledger, .ledgerProjection]) { system, rep, bench in
+            let ledger = try bench.taskLedger(system, "w9-b")
+            let base = rep * (bench.sizes.batches + 1) * 1000
+            let batches = (0...bench.sizes.batches).map { b in (base + b * 1000..<base + (b + 1) * 1000).map(TaskLog.added) }
+            _ = try ledger.append(contentsOf: try batches[0].map { try NewEvent($0) })  // warm-up, untimed
+            var latencies: [Double] = []
+            for batch in batches.dropFirst() {
+                // What an app calls: its typed events encoded and appended in one transaction.
+                latencies.append(try timeMicros { _ = try ledger.append(contentsOf: try batch.map { try NewEvent($0) }) })
+            }
+            return Observation(opsPerSecond: Double((batches.count - 1) * 1000) / (latencies.reduce(0, +) / 1e6), latencies: latencies)
+        }
+    }
+
+    // W9-R: warm reads of the task projection at `taskLogEvents` events: one row by key, the
+    // document and first 10 rows; beside the built-in widget read (W4's) for reference.
+    var w9Read: Workload {
+        Workload(id: "W9-R", title: "app projection, warm reads: one row (projectionRow), top 10 (projectionContents); ledger = W4's widget read",
+                 systems: [.ledger, .projectionRow, .projectionTop10],
+                 prepare: { system, bench in
+                     if system == .ledger {
+                         _ = try bench.loadedStore(.ledger, bench.directory("widget", .ledger), count: 5_000)
+                     } else {
+                         _ = try bench.loadedTaskLog()
+                     }
+                 }
+        ) { system, _, bench in
+            var read: () throws -> Void
+            switch system {
+            case .ledger:
+                let store = try openStore(.ledger, directory: bench.directory("widget", .ledger))
+                read = { if try store.readWidget() != 10 { throw BenchFailure("ledger read a short widget list") } }
+            case .projectionRow:
+                let ledger = try openTaskLedger(try bench.loadedTaskLog(), projection: true)
+                let keys = TaskLog.liveKeys(count: bench.sizes.taskLogEvents, limit: 1000)
+                var next = 0
+                read = {
+                    next = (next + 1) % keys.count
+                    if try ledger.projectionRow(TaskList.self, keys[next]) == nil { throw BenchFailure("task \(keys[next]) has no row") }
+                }
+            default:
+                let ledger = try openTaskLedger(try bench.loadedTaskLog(), projection: true)
+                read = { if try ledger.projectionContents(TaskList.self, limit: 10).rows.count != 10 { throw BenchFailure("short task list") } }
+            }
+            try read()
+            var latencies: [Double] = []
+            latencies.reserveCapacity(bench.sizes.widgetReads)
+            let deadline = monotonicNanos() + 1_000_000_000
+            while latencies.count < bench.sizes.widgetReads, monotonicNanos() < deadline {
+                let t0 = monotonicNanos()
+                try read()
+                latencies.append(Double(monotonicNanos() - t0) / 1000)
+            }
+            return Observation(opsPerSecond: Double(latencies.count) / (latencies.reduce(0, +) / 1e6), latencies: latencies)
+        }
+    }
+
+    // W9-C: a new process opens the ledger and reads the first 10 rows of the task list: from
+    // the app projection, or by folding the whole log at launch. Both must find the same rows.
+    var w9Cold: Workload {
+        Workload(id: "W9-C", title: "app projection, cold widget process: open, first 10 tasks, exit; vs folding the log at launch",
+                 systems: [.ledgerProjection, .ledgerFoldLog], baseline: .ledgerProjection,
+                 prepare: { _, bench in _ = try bench.loadedTaskLog() }
+        ) { system, _, bench in
+            let path = try bench.loadedTaskLog()
+            var latencies: [Double] = []
+            var peak = 0
+            for _ in 0..<bench.sizes.coldStarts {
+                let t0 = monotonicNanos()
+                let child = try Child([system.rawValue, path], executable: coldReaderPath())
+                let rss = child.readLine().flatMap { Int($0) }
+                let keys = child.readLine()
+                let status = try child.wait()
+                latencies.append(Double(monotonicNanos() - t0) / 1000)
+                guard status == 0, let rss, let keys else { throw BenchFailure("a W9-C child exited with \(status)") }
+                if let expected = bench.coldTaskKeys, expected != keys {
+                    throw BenchFailure("W9-C: \(system.rawValue) read [\(keys)], another system read [\(expected)]")
+                }
+                bench.coldTaskKeys = keys
+                peak = max(peak, rss)
+            }
+            return Observation(latencies: latencies, peakRSSBytes: peak)
         }
     }
 }

@@ -1,5 +1,6 @@
 // ledger-bench: the ledger side by side with raw LMDB, SQLite (WAL, FULL and NORMAL) and the
-// whole-file rewrite, eight workloads, interleaved, in one run.
+// whole-file rewrite, eight workloads, interleaved, in one run; and W9, an app's own projection
+// against the same appends without it and against folding the log at launch.
 //
 //   swift run -c release ledger-bench [--quick] [--json] [--repetitions N] [--workloads W1,W4]
 //                                     [--systems ledger,sqlite-full] [--svg PATH] [--directory PATH]
@@ -16,7 +17,7 @@ import LedgerBenchSupport
 struct Options: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ledger-bench",
-        abstract: "The ledger side by side with raw LMDB, SQLite (WAL, FULL and NORMAL) and the whole-file rewrite, eight workloads, interleaved.",
+        abstract: "The ledger side by side with raw LMDB, SQLite (WAL, FULL and NORMAL) and the whole-file rewrite, eight workloads, interleaved; W9: an app projection.",
         discussion: "Tables go to stdout (with --json: one JSON object per measurement per line on stdout, tables on stderr). "
             + "Exit status 1 on a bad argument or a failed run. See docs/benchmarks.md.")
 
@@ -26,12 +27,12 @@ struct Options: ParsableCommand {
     var json = false
     @Option(help: ArgumentHelp("Repetitions of each workload (default 3; --quick 1).", valueName: "n"))
     var repetitions: Int?
-    @Option(help: ArgumentHelp("Only these, comma-separated (W1 W2-1 W2-8 W2-64 W3 W4 W5 W6 W7 W8; a prefix like W2 selects all three).",
+    @Option(help: ArgumentHelp("Only these, comma-separated (W1 W2-1 W2-8 W2-64 W3 W4 W5 W6 W7 W8 W9-1 W9-B W9-R W9-C; a prefix like W2 selects all its parts).",
                                valueName: "list"),
             transform: { Set($0.split(separator: ",").map { $0.uppercased() }) })
     var workloads: Set<String>?
     @Option(help: ArgumentHelp("Only these systems, comma-separated (ledger ledger-json ledger-single-sync ledger-async lmdb-same-job lmdb "
-                                   + "sqlite-full sqlite-normal rewrite), e.g. to profile one.", valueName: "list"),
+                                   + "sqlite-full sqlite-normal rewrite; W9: ledger+projection projection-row projection-top10 ledger-fold-log), e.g. to profile one.", valueName: "list"),
             transform: { Set($0.split(separator: ",").map(String.init)) })
     var systems: Set<String>?
     @Option(help: ArgumentHelp("Write a chart of the speeds relative to the ledger.", valueName: "path"))
@@ -104,7 +105,7 @@ func run(_ options: Options) throws {
     }
 }
 
-// MARK: - Child processes (this executable, started by W3 and W8; W5 starts ledger-bench-cold)
+// MARK: - Child processes (this executable, started by W3 and W8; W5 and W9-C start ledger-bench-cold)
 
 func child(_ arguments: [String]) async throws {
     func argument(_ i: Int) throws -> String {

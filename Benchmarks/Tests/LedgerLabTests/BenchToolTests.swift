@@ -49,7 +49,7 @@ import TestSupport
         let unknown = try Processes.run(Processes.product("ledger-bench"), ["--fast"])
         #expect(unknown.status == 1)
         #expect(unknown.stderr.contains("unknown argument --fast"))
-        let none = try Processes.run(Processes.product("ledger-bench"), ["--workloads", "W9"])
+        let none = try Processes.run(Processes.product("ledger-bench"), ["--workloads", "W99"])
         #expect(none.status == 1)
         #expect(none.stderr.contains("no workload matches"))
     }

@@ -52,6 +52,9 @@ struct AppProjectionsInTransaction {
     let tables: StoreTransaction
     private var metas: [String: AppProjectionMeta?] = [:]
     private var dirty: Set<String> = []
+    /// The registered projections' caches of their last decoded record (by name): an append
+    /// that finds the record its handle wrote last skips its JSON decoding.
+    private var caches: [String: AppProjectionCache] = [:]
 
     init(_ tables: StoreTransaction) { self.tables = tables }
 
@@ -59,7 +62,12 @@ struct AppProjectionsInTransaction {
 
     private mutating func meta(_ name: String) throws -> AppProjectionMeta? {
         if let cached = metas[name] { return cached }
-        let loaded = try AppProjectionTable.meta(name, in: store, path: tables.path)
+        let loaded: AppProjectionMeta?
+        if let cache = caches[name] {
+            loaded = try store.get(.apps, AppProjectionKeys.meta(name)).map { bytes throws(LedgerError) in try cache.meta(name, bytes, path: tables.path) }
+        } else {
+            loaded = try AppProjectionTable.meta(name, in: store, path: tables.path)
+        }
         metas[name] = .some(loaded)
         return loaded
     }
@@ -71,6 +79,7 @@ struct AppProjectionsInTransaction {
     mutating func inline(_ registry: AppProjectionRegistry, head: UInt64) throws -> [AnyAppProjection] {
         var kept: [AnyAppProjection] = []
         for projection in registry.projections {
+            caches[projection.name] = registry.cache
             guard var meta = try meta(projection.name), meta.version == projection.version, meta.status == .ready else { continue }
             if meta.appliedThrough < head {
                 try catchUp(projection, &meta, through: head, registry: registry)
@@ -128,7 +137,10 @@ struct AppProjectionsInTransaction {
     /// Writes the records that changed.
     func finish() throws {
         for name in dirty.sorted() {
-            if let meta = metas[name] ?? nil { try AppProjectionTable.putMeta(meta, in: store) }
+            guard let meta = metas[name] ?? nil else { continue }
+            let bytes = try meta.encoded()
+            try store.put(.apps, AppProjectionKeys.meta(name), bytes)
+            caches[name]?.remember(name, bytes, meta)
         }
     }
 }

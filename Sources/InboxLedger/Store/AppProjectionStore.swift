@@ -5,6 +5,7 @@ import FoundationEssentials
 #elseif canImport(Foundation)
 import Foundation
 #endif
+import Synchronization
 
 /// The keys of the `app-projections` table (docs/format.md, "App projections"):
 ///
@@ -140,6 +141,7 @@ struct AppProjectionReader {
         return document
     }
 
+
     func row<P: LedgerProjection>(_: P.Type, _ key: String) throws(LedgerError) -> P.Row? {
         guard let bytes = try get(AppProjectionKeys.row(name, key)) else { return nil }
         if let cached: P.Row = cache?.value(name, key, bytes) { return cached }
@@ -217,8 +219,14 @@ final class AppProjectionCache: Sendable {
     func meta(_ name: String, _ bytes: [UInt8], path: String) throws(LedgerError) -> AppProjectionMeta {
         if let cached: AppProjectionMeta = value(name, "\u{0}meta", bytes) { return cached }
         let meta = try AppProjectionMeta.decode(bytes, path: path)
-        store(name, "\u{0}meta", bytes, meta)
+        remember(name, bytes, meta)
         return meta
+    }
+
+    /// Records that `bytes` decode to `meta` (a record just encoded and written: the next
+    /// append or read of the handle finds it without decoding).
+    func remember(_ name: String, _ bytes: [UInt8], _ meta: AppProjectionMeta) {
+        store(name, "\u{0}meta", bytes, meta)
     }
 }
 
