@@ -34,9 +34,8 @@ cat "$TASK_REPORT"
 echo
 "$LEDGER" widget "$DIR" --limit 5
 echo
+# The app's own read model, as stored (no app code needed), then the whole ledger.
+"$LEDGER" projection "$DIR" com.example.tasks --limit 8
+echo
 "$LEDGER" inspect "$DIR"
-if "$LEDGER" --help | grep -qE '^ +projection +'; then   # a `ledger` with the projection command
-    echo
-    "$LEDGER" projection "$DIR" com.example.tasks
-fi
 exit "$status"
