@@ -66,9 +66,9 @@ extension Ledger {
                         try AppProjectionTable.write(changes, name: projection.name, into: store, rows: &meta.rows)
                         meta.appliedThrough = last.sequence
                     } catch let error as LedgerError {
-                        guard case .projectionRejected = error else { throw error }
+                        guard let failure = AppProjectionMeta.failure(error) else { throw error }
                         meta.status = .failed
-                        meta.failure = error.description
+                        meta.failure = failure
                     }
                 }
                 if meta.status == .building, meta.appliedThrough >= head || events.isEmpty {

@@ -88,6 +88,9 @@ public struct LedgerStatistics: Sendable, Hashable {
     /// The last built-in event the projections applied (they are updated inline, in the
     /// append's transaction: never behind; `verify` compares them with a rebuild).
     public var projectionsAppliedThrough: UInt64
+    /// The app projections' records (``Ledger/projections()``), read in the same transaction
+    /// as the head (so none is ahead of it), or why they cannot be listed (a damaged record).
+    public var appProjections: Result<[ProjectionInfo], LedgerError> = .success([])
 }
 
 extension Ledger {
@@ -101,6 +104,12 @@ extension Ledger {
         }
         return try read("read statistics") { tables in
             let head = try tables.head()
+            let appProjections: Result<[ProjectionInfo], LedgerError>
+            do {
+                appProjections = .success(try AppProjectionTable.metas(in: tables.projections, path: path).map(ProjectionInfo.init))
+            } catch {
+                appProjections = .failure(error as? LedgerError ?? .unexpected(path: path, operation: "list projections", reason: "\(error)"))
+            }
             let first = try tables.firstSequence()
             let counts = try tables.eventCounts()
             return LedgerStatistics(
@@ -121,7 +130,8 @@ extension Ledger {
                         eventsTrimmed: Int($0.eventsTrimmed), seconds: Double($0.micros) / 1_000_000)
                 },
                 consumers: try tables.consumers.infos(head: head),
-                projectionsAppliedThrough: try ProjectionState.load(from: tables.projections).appliedThrough)
+                projectionsAppliedThrough: try ProjectionState.load(from: tables.projections).appliedThrough,
+                appProjections: appProjections)
         }
     }
 

@@ -67,7 +67,8 @@ struct TasksEntry: TimelineEntry {
 }
 
 /// The widget's entry: the counts and the first rows, from one short read transaction — no
-/// scan of the log, however long it has grown.
+/// scan of the log, however long it has grown (only the events appended by processes that do
+/// not register the projection since its last append are applied, in memory: semantics.md).
 func currentTasksEntry() -> TasksEntry {
     do {
         let tasks = try InboxStore.open(as: "widget").projectionContents(TaskList.self, limit: 5)

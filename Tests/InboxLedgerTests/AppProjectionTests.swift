@@ -222,6 +222,10 @@ import TestSupport
         try app.append(TaskAdded(id: "t2", title: "Eggs", day: 2))
         let info = try #require(try app.projections().first)
         #expect(info.status == "failed" && info.failure?.contains("event 2") == true && info.appliedThrough == 1)
+        #expect(info.failure?.components(separatedBy: "event 2").count == 2, "the event is named once: \(info.failure ?? "")")
+        // verify says so (a warning: the store is not damaged, the projection cannot be read).
+        let report = try app.verify()
+        #expect(report.warnings.contains { if case .appProjectionFailed(TaskList.name, let reason) = $0 { reason.contains("event 2") } else { false } }, "\(report.warnings)")
         #expect(throws: LedgerError.self) { try app.projectionDocument(TaskList.self) }
         // A version that reads only what it can decode rebuilds it.
         struct Tolerant: LedgerProjection {

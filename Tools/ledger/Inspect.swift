@@ -37,9 +37,9 @@ struct Inspect: ParsableCommand, GuardedCommand {
         } catch {
             throw fail(error)
         }
-        // A damaged app-projection record is reported here (and by verify), not a failure of inspect.
-        var projections: Result<[ProjectionInfo], LedgerError>
-        do { projections = .success(try ledger.projections()) } catch { projections = .failure(error) }
+        // Read with the head, in one transaction; a damaged app-projection record is reported
+        // here (and by verify), not a failure of inspect.
+        let projections = stats.appProjections
         if json {
             var output = InspectOutput(stats, recent: recent, projections: (try? projections.get()) ?? [])
             if case .failure(let error) = projections { output.warnings.append("app projections cannot be listed: \(error)") }

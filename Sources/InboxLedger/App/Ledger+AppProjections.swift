@@ -38,33 +38,6 @@ public struct ProjectionContents<P: LedgerProjection>: Sendable, Equatable {
     }
 }
 
-/// What `ledger inspect` lists for an app projection: its stored record.
-public struct ProjectionInfo: Sendable, Hashable, Codable {
-    /// The projection's name.
-    public var name: String
-    /// The version its stored state was built by.
-    public var version: Int
-    /// `ready`, `building`, `clearing` or `failed`.
-    public var status: String
-    /// Every event through this sequence is applied.
-    public var appliedThrough: UInt64
-    /// The build read the log after this sequence (earlier events had been trimmed).
-    public var builtFrom: UInt64
-    /// Rows stored.
-    public var rows: Int
-    /// The event types it reads.
-    public var eventTypes: [String]
-    /// Why it failed (status `failed`).
-    public var failure: String?
-}
-
-extension ProjectionInfo {
-    init(_ meta: AppProjectionMeta) {
-        self.init(name: meta.name, version: meta.version, status: meta.status.rawValue, appliedThrough: meta.appliedThrough,
-                  builtFrom: meta.builtFrom, rows: meta.rows, eventTypes: meta.eventTypes, failure: meta.failure)
-    }
-}
-
 extension Ledger {
 
     // MARK: Reads
@@ -201,9 +174,10 @@ extension Ledger {
                 do {
                     let changes = try registered.stage(events, AppProjectionReader(store: overlay, name: P.name, path: path))
                     try AppProjectionTable.write(changes, name: P.name, into: overlay, rows: &meta.rows)
-                } catch LedgerError.projectionRejected(_, let sequence, let type, let reason) {
+                } catch let error as LedgerError {
                     // The event is in the log already: the next append of this handle records the failure.
-                    throw LedgerError.projectionUnavailable(name: P.name, reason: "event \(sequence.map(String.init) ?? "?") (\(type ?? "?")), appended by a process without this projection, cannot be applied: \(reason)")
+                    guard let failure = AppProjectionMeta.failure(error) else { throw error }
+                    throw LedgerError.projectionUnavailable(name: P.name, reason: failure)
                 }
                 after = last.sequence
             }

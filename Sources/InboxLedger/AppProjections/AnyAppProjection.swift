@@ -30,7 +30,9 @@ struct AnyAppProjection: Sendable {
             for event in events where P.eventTypes.contains(event.baseType) {
                 last = event
                 do { try P.apply(event, to: &update) } catch {
-                    throw .projectionRejected(name: P.name, sequence: event.sequence, type: event.type, reason: "\(error)")
+                    // An event that does not decode says which field, once (not its sequence and type again).
+                    let reason = if case LedgerError.eventDecoding(_, _, let field, let why) = error { "\(field): \(why)" } else { "\(error)" }
+                    throw .projectionRejected(name: P.name, sequence: event.sequence, type: event.type, reason: reason)
                 }
             }
             var changes = AppProjectionChanges()

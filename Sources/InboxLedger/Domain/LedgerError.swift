@@ -119,7 +119,8 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case .storage(let path, let operation, let code, let message): "\(path): \(operation) failed: \(message) (code \(code))"
         case .unexpected(let path, let operation, let reason): "\(path): \(operation) failed unexpectedly: \(reason)"
         case .projectionRejected(let name, let sequence, let type, let reason):
-            "projection '\(name)' refused \(type.map { "event \(sequence.map(String.init) ?? "?") (\($0))" } ?? "the append"): \(reason); nothing was written"
+            // The sequence is the one the event would have had: refused, it was never assigned.
+            "projection '\(name)' refused \(type.map { "the append's \($0) event (it would have been \(sequence.map(String.init) ?? "?"))" } ?? "the append"): \(reason); nothing was written"
         case .projectionUnavailable(let name, let reason): "projection '\(name)' cannot be read: \(reason)"
         case .projectionBuilding(let name, let through):
             "projection '\(name)' is being built (through \(through)): the opening that builds it finishes first"

@@ -84,6 +84,12 @@ struct AppProjectionMeta: Codable, Hashable, Sendable {
     }
 
     func encoded() throws(LedgerError) -> [UInt8] { try AppProjectionJSON.encode(self, projection: name) }
+
+    /// The `failure` recorded for an event in the log that `apply` refused (nil: `error` is not a refusal).
+    static func failure(_ error: LedgerError) -> String? {
+        guard case .projectionRejected(_, let sequence, let type, let reason) = error else { return nil }
+        return "event \(sequence.map(String.init) ?? "?") (\(type ?? "?")), appended by a process that does not keep this version, cannot be applied: \(reason)"
+    }
 }
 
 /// A stored row: `0x01 ‖ u16 BE order length ‖ order bytes ‖ JSON`.
@@ -340,3 +346,30 @@ final class OverlayStore: ProjectionStore {
 
 /// Only the app projections' table is ever changed in an overlay.
 struct LMDBOverlayRefusal: Error {}
+
+/// What `ledger inspect` lists for an app projection: its stored record.
+public struct ProjectionInfo: Sendable, Hashable, Codable {
+    /// The projection's name.
+    public var name: String
+    /// The version its stored state was built by.
+    public var version: Int
+    /// `ready`, `building`, `clearing` or `failed`.
+    public var status: String
+    /// Every event through this sequence is applied.
+    public var appliedThrough: UInt64
+    /// The build read the log after this sequence (earlier events had been trimmed).
+    public var builtFrom: UInt64
+    /// Rows stored.
+    public var rows: Int
+    /// The event types it reads.
+    public var eventTypes: [String]
+    /// Why it failed (status `failed`).
+    public var failure: String?
+}
+
+extension ProjectionInfo {
+    init(_ meta: AppProjectionMeta) {
+        self.init(name: meta.name, version: meta.version, status: meta.status.rawValue, appliedThrough: meta.appliedThrough,
+                  builtFrom: meta.builtFrom, rows: meta.rows, eventTypes: meta.eventTypes, failure: meta.failure)
+    }
+}

@@ -55,6 +55,9 @@ public struct VerificationReport: Sendable, Hashable {
         /// events it was built from were trimmed and no snapshot holds its state late enough
         /// (its stored state is used as it is; only its structure was checked).
         case appProjectionNotRebuilt(name: String, reason: String)
+        /// App projection `name` is `failed`: an event in the log that its `apply` refused (the
+        /// reason names it); its reads are refused until a version that applies it rebuilds it.
+        case appProjectionFailed(name: String, reason: String)
 
         /// The warning in a sentence.
         public var description: String {
@@ -63,6 +66,7 @@ public struct VerificationReport: Sendable, Hashable {
             case .staleReaders(let pids): "reader slots held by dead processes: \(pids.map(String.init).joined(separator: ", "))"
             case .incompleteSnapshot(let s): "snapshot \(s) was partly deleted; the next compaction removes the rest"
             case .appProjectionNotRebuilt(let n, let r): "app projection '\(n)' was not compared with a rebuild: \(r)"
+            case .appProjectionFailed(let n, let r): "app projection '\(n)' has failed and cannot be read: \(r)"
             }
         }
     }
@@ -174,6 +178,11 @@ extension Ledger {
         // too), then a rebuild of each one this handle registers (skipped if records are damaged).
         let apps = try checkAppProjections(in: tables, head: head)
         findings += apps.findings
+        if apps.damaged.isEmpty {  // (a damaged record is one of the findings above)
+            for meta in try AppProjectionTable.metas(in: tables.projections, path: path) where meta.status == .failed {
+                warnings.append(.appProjectionFailed(name: meta.name, reason: meta.failure ?? "no reason recorded"))
+            }
+        }
         if !findings.contains(where: { if case .corruptRecord = $0 { true } else { false } }) {
             let rebuilt = try rebuildAppProjections(in: tables, skipping: apps.damaged)
             findings += rebuilt.findings
