@@ -123,7 +123,13 @@ extension Ledger {
         var failure: LedgerError?
         try reader.forEachRow(from: start?.bytes ?? []) { key, row in
             do throws(LedgerError) {
-                rows.append(ProjectionRow(key: key, row: try AppProjectionJSON.decode(P.Row.self, row.json, projection: P.name, what: "row '\(key)'")))
+                if let cached: P.Row = reader.cache?.value(P.name, key, row.stored) {
+                    rows.append(ProjectionRow(key: key, row: cached))
+                } else {
+                    let decoded = try AppProjectionJSON.decode(P.Row.self, row.json, projection: P.name, what: "row '\(key)'")
+                    reader.cache?.store(P.name, key, row.stored, decoded)
+                    rows.append(ProjectionRow(key: key, row: decoded))
+                }
             } catch {
                 failure = error
                 return false

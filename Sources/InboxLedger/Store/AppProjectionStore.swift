@@ -96,6 +96,8 @@ struct AppProjectionMeta: Codable, Hashable, Sendable {
 struct AppProjectionRow {
     var order: [UInt8]
     var json: ArraySlice<UInt8>
+    /// The whole stored value (what the decoded-value cache compares).
+    var stored: [UInt8] = []
 
     static func encode(order: [UInt8], json: [UInt8]) -> [UInt8] {
         [0x01, UInt8(order.count >> 8), UInt8(order.count & 0xFF)] + order + json
@@ -105,7 +107,7 @@ struct AppProjectionRow {
         guard bytes.count >= 3, bytes[0] == 0x01 else { return nil }
         let length = Int(bytes[1]) << 8 | Int(bytes[2])
         guard bytes.count >= 3 + length else { return nil }
-        return AppProjectionRow(order: Array(bytes[3..<(3 + length)]), json: bytes[(3 + length)...])
+        return AppProjectionRow(order: Array(bytes[3..<(3 + length)]), json: bytes[(3 + length)...], stored: bytes)
     }
 }
 
@@ -204,26 +206,36 @@ final class AppProjectionCache: Sendable {
         var bytes: [UInt8]
         var value: Any
     }
-    private let entries = Mutex<[String: Entry]>([:])
+    /// Where an entry is: its projection and row key ("" for the document); the records apart.
+    private struct Slot: Hashable {
+        var name: String
+        var key: String
+    }
+    private struct State {
+        var entries: [Slot: Entry] = [:]
+        var metas: [String: (bytes: [UInt8], meta: AppProjectionMeta)] = [:]
+    }
+    private let state = Mutex(State())
     static let capacity = 1024
 
     func value<T>(_ name: String, _ key: String, _ bytes: [UInt8]) -> T? {
-        entries.withLock { entries in
-            guard let entry = entries[name + "\u{0}" + key], entry.bytes == bytes else { return nil }
+        state.withLock { state in
+            guard let entry = state.entries[Slot(name: name, key: key)], entry.bytes == bytes else { return nil }
             return entry.value as? T
         }
     }
 
     func store<T: Sendable>(_ name: String, _ key: String, _ bytes: [UInt8], _ value: T) {
-        entries.withLock { entries in
-            if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
-            entries[name + "\u{0}" + key] = Entry(bytes: bytes, value: value)
+        state.withLock { state in
+            if state.entries.count >= Self.capacity { state.entries.removeAll(keepingCapacity: true) }
+            state.entries[Slot(name: name, key: key)] = Entry(bytes: bytes, value: value)
         }
     }
 
     /// The record stored as `bytes`, decoded once.
     func meta(_ name: String, _ bytes: [UInt8], path: String) throws(LedgerError) -> AppProjectionMeta {
-        if let cached: AppProjectionMeta = value(name, "\u{0}meta", bytes) { return cached }
+        let cached = state.withLock { state in state.metas[name].flatMap { $0.bytes == bytes ? $0.meta : nil } }
+        if let cached { return cached }
         let meta = try AppProjectionMeta.decode(bytes, path: path)
         remember(name, bytes, meta)
         return meta
@@ -232,7 +244,7 @@ final class AppProjectionCache: Sendable {
     /// Records that `bytes` decode to `meta` (a record just encoded and written: the next
     /// append or read of the handle finds it without decoding).
     func remember(_ name: String, _ bytes: [UInt8], _ meta: AppProjectionMeta) {
-        store(name, "\u{0}meta", bytes, meta)
+        state.withLock { $0.metas[name] = (bytes, meta) }
     }
 }
 
