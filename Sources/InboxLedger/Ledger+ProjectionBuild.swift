@@ -60,17 +60,7 @@ extension Ledger {
             case .building:
                 let head = try tables.head()
                 let events = try registry.upcast(tables.events.events(after: meta.appliedThrough, limit: Self.projectionBuildChunk))
-                if let last = events.last {
-                    do {
-                        let changes = try projection.stage(events, AppProjectionReader(store: store, name: projection.name, path: path))
-                        try AppProjectionTable.write(changes, name: projection.name, into: store, rows: &meta.rows)
-                        meta.appliedThrough = last.sequence
-                    } catch let error as LedgerError {
-                        guard let failure = AppProjectionMeta.failure(error) else { throw error }
-                        meta.status = .failed
-                        meta.failure = failure
-                    }
-                }
+                try projection.applyStored(events, to: &meta, in: store, path: path, cache: nil)
                 if meta.status == .building, meta.appliedThrough >= head || events.isEmpty {
                     meta.appliedThrough = head
                     meta.status = .ready

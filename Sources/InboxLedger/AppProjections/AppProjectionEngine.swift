@@ -44,6 +44,24 @@ extension LedgerProjection {
     static var erased: AnyAppProjection { AnyAppProjection(Self.self) }
 }
 
+extension AnyAppProjection {
+    /// Applies `events` — already in the log — to the stored state and advances the record
+    /// past them; an event `apply` refuses marks the projection failed (nothing skips it).
+    /// The deferred catch-up of an append and a build's chunk.
+    func applyStored(_ events: [Event], to meta: inout AppProjectionMeta, in store: some ProjectionStore, path: String, cache: AppProjectionCache?) throws {
+        guard let last = events.last else { return }
+        do {
+            let changes = try stage(events, AppProjectionReader(store: store, name: name, path: path, cache: cache))
+            try AppProjectionTable.write(changes, name: name, into: store, rows: &meta.rows)
+            meta.appliedThrough = last.sequence
+        } catch let error as LedgerError {
+            guard let failure = AppProjectionMeta.failure(error) else { throw error }
+            meta.status = .failed
+            meta.failure = failure
+        }
+    }
+}
+
 /// The app projections inside one append's write transaction (``AppendTransaction``): each
 /// request's new events are staged for every projection its handle registers and whose stored
 /// version is that one, a request whose apply throws fails alone, and the records are written
@@ -97,17 +115,9 @@ struct AppProjectionsInTransaction {
     private func catchUp(_ projection: AnyAppProjection, _ meta: inout AppProjectionMeta, through head: UInt64, registry: AppProjectionRegistry) throws {
         while meta.appliedThrough < head {
             let events = try registry.upcast(tables.events.events(after: meta.appliedThrough, limit: 1000).filter { $0.sequence <= head })
-            guard let last = events.last else { break }
-            do {
-                let changes = try projection.stage(events, AppProjectionReader(store: store, name: projection.name, path: tables.path, cache: registry.cache))
-                try AppProjectionTable.write(changes, name: projection.name, into: store, rows: &meta.rows)
-                meta.appliedThrough = last.sequence
-            } catch let error as LedgerError {
-                guard let failure = AppProjectionMeta.failure(error) else { throw error }
-                meta.status = .failed
-                meta.failure = failure
-                return
-            }
+            guard !events.isEmpty else { break }
+            try projection.applyStored(events, to: &meta, in: store, path: tables.path, cache: registry.cache)
+            if meta.status == .failed { return }
         }
         meta.appliedThrough = head
     }
