@@ -28,22 +28,22 @@ import LMDB
     /// The ledger's environment (this process's, while a handle has it open), with the table.
     func environment(_ path: String) throws -> Environment {
         var configuration = EnvironmentConfiguration()
-        configuration.databases = [ProjectionTable.apps.rawValue: []]
+        configuration.databases = [Schema.metaName: []]
         configuration.createDatabases = false
         return try Environment.open(directory: path, configuration: configuration)
     }
 
-    /// Changes the `app-projections` table behind the ledger's back, in one raw LMDB write.
-    func damage(_ path: String, _ body: (Transaction, Database) throws -> Void) throws {
+    /// Changes the app projections' rows behind the ledger's back, in one raw LMDB write.
+    func damage(_ path: String, _ body: (Transaction, RawProjectionTable) throws -> Void) throws {
         let env = try environment(path)
-        let table = try env.database(ProjectionTable.apps.rawValue)
+        let table = try RawProjectionTable(env, .apps)
         try env.write { txn in try body(txn, table) }
     }
 
     /// The stored row `key` of the task list (order bytes and JSON).
     func storedRow(_ path: String, _ key: String) throws -> AppProjectionRow {
         let env = try environment(path)
-        let table = try env.database(ProjectionTable.apps.rawValue)
+        let table = try RawProjectionTable(env, .apps)
         let bytes = try #require(try env.read { try $0.get(table, key: AppProjectionKeys.row(TaskList.name, key)) })
         return try #require(AppProjectionRow.decode(bytes))
     }
@@ -328,7 +328,7 @@ import LMDB
         let name = Array("com.example.tasks".utf8)
         let order: [UInt8] = [0x10, 0x00, 0x20, 0x80, 0, 0, 0, 0, 0, 0, 0, 0x40, 0x4D, 0x69, 0x6C, 0x6B, 0x00, 0x01]
         let env = try Environment.open(directory: path, configuration: EnvironmentConfiguration())
-        let table = try env.database("app-projections")
+        let table = try RawProjectionTable(env, .apps)
         try env.read { txn in
             let row = try txn.get(table, key: name + [0x00, UInt8(ascii: "R")] + Array("t0".utf8))
             #expect(row == [0x01, 0x00, 0x12] + order + Array(#"{"day":0,"done":false,"title":"Milk"}"#.utf8))

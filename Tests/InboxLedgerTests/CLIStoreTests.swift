@@ -124,8 +124,7 @@ private func readingCommands(_ path: String) -> [[String]] {
         let path = try notesLedger(dir, count: 5)
         do {
             let ledger = try Ledger(path: path)
-            let messages = try #require(ledger.schema.projections[.messages])
-            try ledger.write("damage") { txn in try txn.rawTransaction.put(messages, key: Array("m1".utf8), value: [1, 2, 3]) }
+            try ledger.write("damage") { txn in try txn.projections.put(.messages, Array("m1".utf8), [1, 2, 3]) }
             let error = #expect(throws: LedgerError.self) {
                 try ledger.append(.messageRead(ReadChange(ids: ["m1"], read: true)))
             }

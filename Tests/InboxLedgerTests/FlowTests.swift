@@ -244,8 +244,7 @@ import TestSupport
         #expect(try t.ledger.verifyProjections() == nil)
         // A removal forgotten behind the ledger's back: a re-sync would bring the message back.
         try t.ledger.write("damage") { txn in
-            guard let local = t.ledger.schema.projections[.local] else { return }
-            _ = try txn.rawTransaction.delete(local, key: Array("a".utf8))
+            try txn.projections.delete(.local, Array("a".utf8))
         }
         let mismatch = try #require(try t.ledger.verifyProjections())
         #expect("\(mismatch)".contains("local"), "\(mismatch)")

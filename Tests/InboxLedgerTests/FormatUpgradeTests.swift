@@ -4,10 +4,12 @@ import TestSupport
 @testable @_spi(Testing) import InboxLedger
 import LMDB
 
-/// Format 1 → 2: the event counters move from their own table into `meta`. A writable opening
-/// upgrades in one transaction (once, whichever process gets there first); a read-only opening
-/// reads format 1 as it is and writes nothing; a crash inside the upgrade leaves format 1 whole;
-/// the counts are the same before, after, and from then on.
+/// Formats 1 and 2 → 3: the event counters (format 1) and the projection tables (1 and 2) move
+/// from their own tables into `meta`. A writable opening upgrades in one transaction (once,
+/// whichever process gets there first); a read-only opening reads the older format as it is and
+/// writes nothing, and goes on reading when another process upgrades meanwhile; a crash inside
+/// the upgrade leaves the older format whole; counts and projections are the same before, after,
+/// and from then on.
 @Suite struct FormatUpgradeTests {
     let agent = Processes.product("LedgerTestAgent")
 
@@ -38,22 +40,35 @@ import LMDB
     /// What the stored layout holds: the format version, the rows of the `counters` table, the
     /// `count:` rows of `meta`.
     func stored(_ path: String) throws -> (format: UInt32, table: Int, meta: Int) {
+        let layout = try storedLayout(path)
+        return (layout.format, layout.counterTable, layout.counterRowsInMeta)
+    }
+
+    /// The stored layout in full: besides `stored(_:)`, the rows of the projection tables in
+    /// their own databases and under their prefixes in `meta` (docs/format.md, "Format 3").
+    func storedLayout(_ path: String) throws -> (format: UInt32, counterTable: Int, counterRowsInMeta: Int, projectionTables: Int, projectionRowsInMeta: Int) {
+        let tables = ["messages", "widget", "expiry", "actions", "action-ids", "state", "local", "app-projections"]
         var configuration = EnvironmentConfiguration()
         configuration.readOnly = true
         configuration.databases = ["meta": DatabaseFlags(), "counters": DatabaseFlags()]
+        for table in tables { configuration.databases[table] = DatabaseFlags() }
         let environment = try Environment.open(directory: path, configuration: configuration)
         let meta = try environment.database("meta")
         let counters = try environment.database("counters")
         return try environment.read { txn in
             let stored = try txn.get(meta, key: Array("format-version".utf8))
             let format = try #require(stored)
-            let metaRows = try txn.withCursor(meta) { cursor in
-                var n = 0
-                var entry = try cursor.seek(atLeast: Array("count:".utf8))
-                while let e = entry, e.key.starts(with: "count:".utf8) { n += 1; entry = try cursor.next() }
-                return n
+            func rows(_ prefix: [UInt8]) throws -> Int {
+                try txn.withCursor(meta) { cursor in
+                    var n = 0
+                    var entry = try cursor.seek(atLeast: prefix)
+                    while let e = entry, e.key.starts(with: prefix) { n += 1; entry = try cursor.next() }
+                    return n
+                }
             }
-            return (UInt32(format[0]) | UInt32(format[1]) << 8, try txn.statistics(counters).entries, metaRows)
+            let inTables = try tables.reduce(0) { n, table in n + (try txn.statistics(environment.database(table)).entries) }
+            return (UInt32(format[0]) | UInt32(format[1]) << 8, try txn.statistics(counters).entries, try rows(Array("count:".utf8)),
+                    inTables, try rows([0x00]) + rows(Array("head".utf8) + [0x00]))
         }
     }
 
@@ -96,9 +111,16 @@ import LMDB
         }
         #expect(fileBytes(path + "/data.mdb") == bytes, "the read-only opening wrote something")
 
+        let projections = try storedLayout(path).projectionTables
+        #expect(projections > 30, "format 1 keeps the projection tables apart")
+        let widgetBefore = try Ledger(path: path, options: readOnly).widgetList(limit: 100)
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
-        #expect(ledger.metadata.formatVersion == 2)
-        #expect(try stored(path) == (2, 0, n))
+        #expect(ledger.metadata.formatVersion == 3)
+        #expect(try stored(path) == (3, 0, n))
+        #expect(try storedLayout(path).projectionTables == 0)
+        #expect(try storedLayout(path).projectionRowsInMeta == projections)
+        #expect(try ledger.widgetList(limit: 100) == widgetBefore)
+        #expect(try ledger.verifyProjections() == nil)
         let after = try ledger.statistics()
         #expect(after.countsByType == before.countsByType)
         #expect(after.countsByOrigin == before.countsByOrigin)
@@ -121,7 +143,7 @@ import LMDB
         let n = before.countsByType.count + before.countsByOrigin.count
         let openers = try (0..<4).map { _ in try Processes.start(agent, ["open", path]) }
         for opener in openers { #expect(try opener.wait().status == 0) }
-        #expect(try stored(path) == (2, 0, n))
+        #expect(try stored(path) == (3, 0, n))
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
         #expect(try ledger.statistics().countsByType == before.countsByType)
         #expect(try ledger.statistics().countsByOrigin == before.countsByOrigin)
@@ -142,7 +164,7 @@ import LMDB
         readOnly.readOnly = true
         #expect(try Ledger(path: path, options: readOnly).statistics().countsByType == before.countsByType)
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
-        #expect(try stored(path) == (2, 0, n))
+        #expect(try stored(path) == (3, 0, n))
         #expect(try ledger.statistics().countsByOrigin == before.countsByOrigin)
         try expectCountsMatchTheLog(ledger)
     }
@@ -185,8 +207,66 @@ import LMDB
         // Once space is freed, the next writable opening upgrades.
         try FileManager.default.removeItem(atPath: ballast)
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
-        #expect(try stored(path) == (2, 0, n))
+        #expect(try stored(path) == (3, 0, n))
         try expectCountsMatchTheLog(ledger)
+        #expect(try ledger.verify().isHealthy)
+    }
+
+    /// A format-2 ledger (`formatOneLedger`'s, without the counters moved back): the projection
+    /// tables each in their own database.
+    func formatTwoLedger(_ path: String) throws -> WidgetList {
+        _ = try formatOneLedger(path)
+        _ = try Ledger(path: path, options: LedgerOptions(role: "app"))  // upgrades to 3
+        #expect(try rewriteAsFormatTwo(path) > 30)
+        var readOnly = LedgerOptions(role: "probe")
+        readOnly.readOnly = true
+        return try Ledger(path: path, options: readOnly).widgetList(limit: 100)
+    }
+
+    @Test func aFormatTwoLedgerMovesItsProjectionTablesIntoMetaWhileAReaderReads() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        let widget = try formatTwoLedger(path)
+        let before = try storedLayout(path)
+        #expect(before.format == 2 && before.projectionRowsInMeta == 0 && before.projectionTables > 30)
+
+        // A read-only handle reads format 2 as it is, and keeps reading while another process
+        // upgrades the ledger under it: each of its transactions looks where the format says.
+        var readOnly = LedgerOptions(role: "widget")
+        readOnly.readOnly = true
+        do {
+            let reader = try Ledger(path: path, options: readOnly)
+            #expect(reader.metadata.formatVersion == 2)
+            #expect(try reader.widgetList(limit: 100) == widget)
+            #expect(try Processes.run(agent, ["open", path]).status == 0)
+            let after = try storedLayout(path)
+            #expect(after.format == 3 && after.projectionTables == 0 && after.projectionRowsInMeta == before.projectionTables)
+            #expect(try reader.widgetList(limit: 100) == widget)
+            #expect(try reader.verifyProjections() == nil)
+        }
+
+        // From then on the projections live in `meta`: appends, a trim and a rebuild keep them.
+        let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
+        try appendMixed(ledger, count: 60, seed: 21)
+        try Compactor(ledger: ledger, policy: policy(tail: 20, chunk: 40)).runOnce()
+        #expect(try storedLayout(path).projectionTables == 0)
+        #expect(try ledger.verify().isHealthy)
+        try expectCountsMatchTheLog(ledger)
+    }
+
+    @Test func aCrashInsideTheUpgradeLeavesFormatTwoWhole() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        let widget = try formatTwoLedger(path)
+        let before = try storedLayout(path)
+        let result = try Processes.run(agent, ["upgrade-then-die", path])
+        #expect(result.signalled && result.status == SIGKILL, "the agent was to die inside the upgrade: \(result)")
+        let crashed = try storedLayout(path)
+        #expect(crashed.format == 2 && crashed.projectionTables == before.projectionTables && crashed.projectionRowsInMeta == 0,
+                "a crash inside the upgrade left part of it")
+        let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
+        #expect(try storedLayout(path).format == 3)
+        #expect(try ledger.widgetList(limit: 100) == widget)
         #expect(try ledger.verify().isHealthy)
     }
 }

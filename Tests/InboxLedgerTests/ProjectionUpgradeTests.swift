@@ -20,8 +20,7 @@ import LMDB
         let expected = try ledger.widgetList(limit: 50)
         try ledger.write("simulate old rules") { txn in
             try txn.meta.put(Meta.projectionVersion, version)
-            guard let widget = ledger.schema.projections[.widget] else { return }
-            try txn.rawTransaction.removeAll(widget)
+            try txn.projections.removeAll(.widget)
         }
         return expected
     }

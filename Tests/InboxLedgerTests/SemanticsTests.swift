@@ -288,14 +288,14 @@ extension Ledger {
         #expect(try t.ledger.verifyProjections() == nil)
 
         let env = try Environment.open(directory: t.path, configuration: EnvironmentConfiguration())
-        let messages = try env.database("messages")
+        let messages = try RawProjectionTable(env, .messages)
         var record = try #require(try env.read { try $0.get(messages, key: Array("b".utf8)) }.flatMap(MessageRecord.decode))
         record.title = "tampered"
         try env.write { try $0.put(messages, key: Array("b".utf8), value: record.encode()) }
         let mismatch = try #require(try t.ledger.verifyProjections())
         #expect(mismatch.table == "messages" && mismatch.key == "b")
 
-        let state = try env.database("state")
+        let state = try RawProjectionTable(env, .state)
         try env.write { try $0.put(messages, key: Array("b".utf8), value: { var r = record; r.title = "t"; return r.encode() }()) }
         #expect(try t.ledger.verifyProjections() == nil)
         var tampered = try #require(try env.read { try $0.get(state, key: ProjectionState.key) }.flatMap(ProjectionState.decode))

@@ -55,7 +55,7 @@ import LMDB
 
     @Test func alteredProjectionRowIsNamed() throws {
         let (_, report) = try damagedLedger { env in
-            let actions = try env.database("action-ids")
+            let actions = try RawProjectionTable(env, .actionIDs)
             try env.write { try $0.put(actions, key: Array("ghost".utf8), value: ActionStatus(sequence: 1, state: .pending, completedAt: 0).encode()) }
         }
         #expect(report.findings.count == 1)

@@ -1,16 +1,37 @@
 import LMDB
 
+/// The projection tables and the prefixes their rows have in format 3's `meta`
+/// (docs/format.md, "Format 3: the projection tables in `meta`"), written down here from the
+/// documentation, not taken from the library.
+let projectionTablesInMeta: [(name: String, prefix: [UInt8])] = [
+    ("messages", [0x00, 0x01]), ("widget", [0x00, 0x02]), ("expiry", [0x00, 0x03]),
+    ("actions", [0x00, 0x04]), ("action-ids", [0x00, 0x05]), ("state", Array("head".utf8) + [0x00]),
+    ("local", [0x00, 0x07]), ("app-projections", [0x00, 0x08]),
+]
+
+/// Rewrites the closed ledger in `path` to format 2's layout: every projection table's rows
+/// move out of `meta` back into the table's own named database, and `format-version` becomes
+/// 2 — what a library of format 2 left. Returns the rows moved.
+public func rewriteAsFormatTwo(_ path: String) throws -> Int {
+    try rewrite(path, format: 2)
+}
+
 /// Rewrites the closed ledger in `path` to format 1's layout (docs/format.md, "Format
-/// versions"): `meta`'s `count:` rows move back into the `counters` table under `t:`/`o:`, and
-/// `format-version` becomes 1 — what a library of format 1 left. Returns the rows moved.
+/// versions"): format 2's, and `meta`'s `count:` rows move back into the `counters` table under
+/// `t:`/`o:`, and `format-version` becomes 1 — what a library of format 1 left. Returns the
+/// counter rows moved.
 public func rewriteAsFormatOne(_ path: String) throws -> Int {
+    try rewrite(path, format: 1)
+}
+
+private func rewrite(_ path: String, format: UInt8) throws -> Int {
     var configuration = EnvironmentConfiguration()
     configuration.databases = ["meta": DatabaseFlags(), "counters": DatabaseFlags()]
+    for table in projectionTablesInMeta { configuration.databases[table.name] = DatabaseFlags() }
     let environment = try Environment.open(directory: path, configuration: configuration)
     let meta = try environment.database("meta")
-    let counters = try environment.database("counters")
-    let prefix = Array("count:".utf8)
-    return try environment.write { txn in
+    /// Moves `meta`'s rows under `prefix` into `table` without the prefix.
+    func move(_ prefix: [UInt8], into table: Database, _ txn: Transaction) throws -> Int {
         let rows = try txn.withCursor(meta) { cursor in
             var rows: [Entry] = []
             var entry = try cursor.seek(atLeast: prefix)
@@ -18,10 +39,18 @@ public func rewriteAsFormatOne(_ path: String) throws -> Int {
             return rows
         }
         for row in rows {
-            try txn.put(counters, key: Array(row.key.dropFirst(prefix.count)), value: row.value)
+            try txn.put(table, key: Array(row.key.dropFirst(prefix.count)), value: row.value)
             _ = try txn.delete(meta, key: row.key)
         }
-        try txn.put(meta, key: Array("format-version".utf8), value: [1, 0, 0, 0])
         return rows.count
+    }
+    return try environment.write { txn in
+        var moved = 0
+        for table in projectionTablesInMeta {
+            moved += try move(table.prefix, into: try environment.database(table.name), txn)
+        }
+        if format == 1 { moved = try move(Array("count:".utf8), into: try environment.database("counters"), txn) }
+        try txn.put(meta, key: Array("format-version".utf8), value: [format, 0, 0, 0])
+        return moved
     }
 }

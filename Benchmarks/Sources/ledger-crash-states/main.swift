@@ -69,7 +69,7 @@ struct Scenario {
     /// interrupted earlier, which the first writer finishes (empties, then creates).
     var initialData: [UInt8]? = nil
     /// Start from a format-1 ledger (`initialData` is then ignored): the first writable opening
-    /// upgrades it to format 2 while the writers append (docs/format.md, "Format versions").
+    /// upgrades it to format 3 while the writers append (docs/format.md, "Format versions").
     var fromFormatOne = false
     /// The durability floor the ledger is created with (nil: the default, `singleSync`).
     var floor: LedgerDurability? = nil
@@ -122,15 +122,20 @@ let scenarios: [Scenario] = [
     ], floor: LedgerDurability.none, unsafe: true),
 ]
 
-/// A format-1 ledger in `path`: 40 events of two roles (type `crash.seed`), closed, then
-/// rewritten to format 1's layout (`rewriteAsFormatOne`). Returns its data.mdb.
+/// A format-1 ledger in `path`: 40 events of two roles (type `crash.seed`) and an inbox listing
+/// of three messages (projection rows to move), closed, then rewritten to format 1's layout
+/// (`rewriteAsFormatOne`). Returns its data.mdb.
 func formatOneLedger(_ path: String) throws -> [UInt8] {
     for role in ["app", "widget"] {
         let ledger = try Ledger(path: path, options: LedgerOptions(role: role))
         _ = try ledger.append(contentsOf: (0..<20).map { i in NewEvent(type: "crash.seed", payload: Array(#"{"i":\#(i)}"#.utf8)) })
+        if role == "app" {
+            let messages = (0..<3).map { i in InboxMessage(id: "m\(i)", title: "seed \(i)", sentAt: Timestamp(micros: 1_800_000_000_000_000 + Int64(i))) }
+            try ledger.append(.inboxSynced(InboxSync(mode: .full, messages: messages)))
+        }
     }
     let moved = try rewriteAsFormatOne(path)
-    guard moved == 3 else { throw Failure("format-1 seed: expected 3 counters, found \(moved)") }
+    guard moved == 4 else { throw Failure("format-1 seed: expected 4 counters, found \(moved)") }
     return [UInt8](try Data(contentsOf: URL(fileURLWithPath: path + "/data.mdb")))
 }
 

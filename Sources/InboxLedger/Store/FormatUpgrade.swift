@@ -2,19 +2,35 @@ import LMDB
 
 extension StoreTransaction {
     /// Brings a ledger written by an older format up to ``Schema/formatVersion`` (nothing if it
-    /// is there already). Format 1 → 2: the `counters` table's rows move into `meta` under
-    /// `count:` (one leaf for the head and the counters, one page fewer per append) and the
-    /// table is emptied. A library of format 1 then refuses the ledger
+    /// is there already), in this one transaction:
+    /// - format 1 → 2: the `counters` table's rows move into `meta` under `count:` (one leaf for
+    ///   the head and the counters) and the table is emptied;
+    /// - format 2 → 3: every projection table's rows move into `meta` under the table's prefix
+    ///   (``ProjectionTable/metaPrefix``: the state beside `head`, the rows in one tree that
+    ///   shares its branch pages with `meta`) and the tables are emptied.
+    /// A library of an older format then refuses the ledger
     /// (``LedgerError/newerFormat(path:found:supported:)``).
     func upgradeFormat() throws {
         guard let stored = try meta.get(Meta.format), stored < Schema.formatVersion else { return }
-        var rows: [Entry] = []
-        try rawTransaction.forEachEntry(schema.counters) { e in
-            rows.append(e)
+        if stored < 2 {
+            try move(from: schema.counters) { Meta.countPrefix + $0 }
+        }
+        if stored < Schema.projectionsInMetaSince {
+            for table in ProjectionTable.allCases {
+                guard let database = schema.projections[table] else { continue }
+                try move(from: database) { table.metaPrefix + $0 }
+            }
+        }
+        try meta.put(Meta.format, Schema.formatVersion)
+    }
+
+    /// Moves every row of `database` into `meta` under `metaKey(key)` and empties `database`.
+    private func move(from database: Database, metaKey: ([UInt8]) -> [UInt8]) throws {
+        // Written as the cursor walks: its database is not the one written.
+        try rawTransaction.forEachEntry(database) { e in
+            try rawTransaction.put(schema.meta, key: metaKey(e.key), value: e.value)
             return .next
         }
-        for row in rows { try rawTransaction.put(schema.meta, key: Meta.countPrefix + row.key, value: row.value) }
-        try rawTransaction.removeAll(schema.counters)
-        try meta.put(Meta.format, Schema.formatVersion)
+        try rawTransaction.removeAll(database)
     }
 }

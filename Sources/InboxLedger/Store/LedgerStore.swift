@@ -70,7 +70,7 @@ final class LedgerStore: Sendable {
     private init(path: String, environment: Environment, schema: Schema, stored: LedgerMetadata, options: LedgerOptions, projectionRules: UInt32) {
         self.path = path
         self.environment = environment
-        self.layout = StoreLayout(schema: schema, path: path)
+        self.layout = StoreLayout(schema: schema, path: path, formatVersion: stored.formatVersion)
         self.storedMetadata = stored
         var opened = stored
         if options.readOnly {
@@ -223,7 +223,7 @@ final class LedgerStore: Sendable {
         var configuration = EnvironmentConfiguration()
         configuration.databases = Dictionary(uniqueKeysWithValues: Schema.allNames.map { ($0, DatabaseFlags()) })
         let environment = try Environment.open(directory: path, configuration: configuration)
-        let layout = StoreLayout(schema: try Schema(environment), path: path)
+        let layout = StoreLayout(schema: try Schema(environment), path: path, formatVersion: 0)
         try environment.write { txn in try body(StoreTransaction(rawTransaction: txn, layout: layout)) }
     }
 

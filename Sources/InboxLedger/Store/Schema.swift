@@ -3,9 +3,12 @@ import LMDB
 /// The named databases of a ledger and the keys of its metadata record (docs/format.md).
 struct Schema: Sendable {
     /// The ledger format this library writes and the newest it reads. Format 1 kept the event
-    /// counters in their own table; a writable opening moves them into `meta` and writes 2
-    /// (``Ledger/upgradeFormat()``); a read-only handle reads format 1 as it is.
-    static let formatVersion: UInt32 = 2
+    /// counters in their own table, formats 1 and 2 each projection table in its own; a
+    /// writable opening moves them into `meta` and writes 3 (``Ledger/upgradeFormat()``); a
+    /// read-only handle reads formats 1 and 2 as they are.
+    static let formatVersion: UInt32 = 3
+    /// The first format that keeps the projection tables in `meta` (``ProjectionPlacement``).
+    static let projectionsInMetaSince: UInt32 = 3
 
     static let metaName = "meta"
     static let eventsName = "events"

@@ -1,4 +1,5 @@
 import LMDB
+import Synchronization
 
 /// One transaction of the store, seen as the ledger's tables: the only way any folder reads or
 /// writes a record. Each table is a type that owns its key and value encoding (docs/format.md),
@@ -14,9 +15,25 @@ struct StoreTransaction {
     /// copied on the append's path, and copying the schema itself costs retains and copies).
     let layout: StoreLayout
 
-    init(rawTransaction: Transaction, layout: StoreLayout) {
+    /// Where this transaction finds the projection tables (``ProjectionPlacement``).
+    let placement: ProjectionPlacement
+
+    /// The tables of `rawTransaction`. A handle that opened a ledger of format 3 knows where
+    /// the projection tables are; one that opened an older format (read-only, or refused
+    /// writes) looks at `format-version` in each transaction, since another process may
+    /// upgrade the ledger while it is open.
+    init(rawTransaction: Transaction, layout: StoreLayout) throws(LMDBError) {
         self.rawTransaction = rawTransaction
         self.layout = layout
+        if layout.projectionsInMeta.load(ordering: .relaxed) {
+            placement = .inMeta(layout.schema.meta)
+        } else if let format = try MetaRecord(txn: rawTransaction, table: layout.schema.meta).get(Meta.format),
+                  format >= Schema.projectionsInMetaSince {
+            layout.projectionsInMeta.store(true, ordering: .relaxed)
+            placement = .inMeta(layout.schema.meta)
+        } else {
+            placement = .ownTables(layout.schema.projections)
+        }
     }
 
     /// The ledger's named databases.
@@ -35,7 +52,7 @@ struct StoreTransaction {
     /// `snapshots`: the projections' snapshots.
     var snapshots: SnapshotTable { SnapshotTable(txn: rawTransaction, table: schema.snapshots, path: path) }
     /// The projection tables.
-    var projections: TransactionStore { TransactionStore(txn: rawTransaction, tables: schema.projections) }
+    var projections: TransactionStore { TransactionStore(txn: rawTransaction, placement: placement) }
 
     /// The last sequence ever assigned (0 for an empty ledger).
     func head() throws -> UInt64 { try meta.get(Meta.head) ?? 0 }
@@ -56,9 +73,13 @@ struct StoreTransaction {
 final class StoreLayout: Sendable {
     let schema: Schema
     let path: String
+    /// Whether the ledger is known to be of format 3 or later (its projection tables in `meta`):
+    /// set at opening or by the first transaction that sees it; a format never goes back.
+    let projectionsInMeta: Atomic<Bool>
 
-    init(schema: Schema, path: String) {
+    init(schema: Schema, path: String, formatVersion: UInt32) {
         self.schema = schema
         self.path = path
+        projectionsInMeta = Atomic(formatVersion >= Schema.projectionsInMetaSince)
     }
 }
