@@ -25,18 +25,21 @@ import TestSupport
         return try app.projectionRows(TaskList.self)
     }
 
-    /// The `app-projections` table's key of the task list's row `key`: `name ‖ 0x00 ‖ "R" ‖ key`
-    /// (docs/format.md, "App projections").
-    func rowKey(_ key: String) -> [UInt8] { Array(TaskList.name.utf8) + [0x00, UInt8(ascii: "R")] + Array(key.utf8) }
-    var orderPrefix: [UInt8] { Array(TaskList.name.utf8) + [0x00, UInt8(ascii: "O")] }
+    /// What the `app-projections` table's keys start with in `meta`, where format 3 keeps it
+    /// (docs/format.md, "The projection tables in `meta`").
+    let tablePrefix: [UInt8] = [0x00, 0x08]
+    /// The stored key of the task list's row `key`: the table's `name ‖ 0x00 ‖ "R" ‖ key`
+    /// (docs/format.md, "App projections") under the table's prefix.
+    func rowKey(_ key: String) -> [UInt8] { tablePrefix + Array(TaskList.name.utf8) + [0x00, UInt8(ascii: "R")] + Array(key.utf8) }
+    var orderPrefix: [UInt8] { tablePrefix + Array(TaskList.name.utf8) + [0x00, UInt8(ascii: "O")] }
 
-    /// Changes the table behind the ledger's back, in one raw LMDB write.
+    /// Changes the table behind the ledger's back, in one raw LMDB write (`meta`, which holds it).
     func damage(_ path: String, _ body: (Transaction, Database) throws -> Void) throws {
         var configuration = EnvironmentConfiguration()
-        configuration.databases = ["app-projections": []]
+        configuration.databases = ["meta": []]
         configuration.createDatabases = false
         let env = try Environment.open(directory: path, configuration: configuration)
-        let table = try env.database("app-projections")
+        let table = try env.database("meta")
         try env.write { txn in try body(txn, table) }
     }
 
@@ -228,7 +231,7 @@ import TestSupport
         let path = dir.child("l")
         try makeLedger(path)
         try damage(path) { txn, table in
-            try txn.put(table, key: [0x00] + Array(TaskList.name.utf8), value: Array(#"{"name":"#.utf8))
+            try txn.put(table, key: tablePrefix + [0x00] + Array(TaskList.name.utf8), value: Array(#"{"name":"#.utf8))
         }
         let text = try ledger("inspect", path)
         #expect(text.status == 0, "\(text.stderr)")
