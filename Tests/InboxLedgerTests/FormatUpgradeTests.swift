@@ -3,6 +3,7 @@ import Testing
 import TestSupport
 @testable @_spi(Testing) import InboxLedger
 import LMDB
+import Synchronization
 
 /// Formats 1 and 2 → 3: the event counters (format 1) and the projection tables (1 and 2) move
 /// from their own tables into `meta`. A writable opening upgrades in one transaction (once,
@@ -37,6 +38,15 @@ import LMDB
         #expect(statistics.countsByOrigin == model.byRole, sourceLocation: sourceLocation)
     }
 
+    /// The rows of the named database `name` (a projection table's own, in formats 1 and 2).
+    func ownRows(_ path: String, _ name: String) throws -> Int {
+        var configuration = EnvironmentConfiguration()
+        configuration.readOnly = true
+        configuration.databases = [name: DatabaseFlags()]
+        let environment = try Environment.open(directory: path, configuration: configuration)
+        return try environment.read { txn in try txn.statistics(environment.database(name)).entries }
+    }
+
     /// What the stored layout holds: the format version, the rows of the `counters` table, the
     /// `count:` rows of `meta`.
     func stored(_ path: String) throws -> (format: UInt32, table: Int, meta: Int) {
@@ -44,10 +54,11 @@ import LMDB
         return (layout.format, layout.counterTable, layout.counterRowsInMeta)
     }
 
-    /// The stored layout in full: besides `stored(_:)`, the rows of the projection tables in
-    /// their own databases and under their prefixes in `meta` (docs/format.md, "Format 3").
+    /// The stored layout in full: besides `stored(_:)` (the `counters` rows counted are format
+    /// 1's, `t:` and `o:`), the rows of the projection tables in their own databases and under
+    /// their prefixes in format 3's two trees (docs/format.md, "Format 3").
     func storedLayout(_ path: String) throws -> (format: UInt32, counterTable: Int, counterRowsInMeta: Int, projectionTables: Int, projectionRowsInMeta: Int) {
-        let tables = ["messages", "widget", "expiry", "actions", "action-ids", "state", "local", "app-projections"]
+        let tables = projectionTablesInFormat3.map(\.name)
         var configuration = EnvironmentConfiguration()
         configuration.readOnly = true
         configuration.databases = ["meta": DatabaseFlags(), "counters": DatabaseFlags()]
@@ -58,8 +69,8 @@ import LMDB
         return try environment.read { txn in
             let stored = try txn.get(meta, key: Array("format-version".utf8))
             let format = try #require(stored)
-            func rows(_ prefix: [UInt8]) throws -> Int {
-                try txn.withCursor(meta) { cursor in
+            func rows(_ prefix: [UInt8], in tree: Database) throws -> Int {
+                try txn.withCursor(tree) { cursor in
                     var n = 0
                     var entry = try cursor.seek(atLeast: prefix)
                     while let e = entry, e.key.starts(with: prefix) { n += 1; entry = try cursor.next() }
@@ -67,8 +78,12 @@ import LMDB
                 }
             }
             let inTables = try tables.reduce(0) { n, table in n + (try txn.statistics(environment.database(table)).entries) }
-            return (UInt32(format[0]) | UInt32(format[1]) << 8, try txn.statistics(counters).entries, try rows(Array("count:".utf8)),
-                    inTables, try rows([0x00]) + rows(Array("head".utf8) + [0x00]))
+            let inTrees = try projectionTablesInFormat3.reduce(0) { n, table in
+                n + (try rows(table.prefix, in: environment.database(table.tree)))
+            }
+            return (UInt32(format[0]) | UInt32(format[1]) << 8,
+                    try rows(Array("t:".utf8), in: counters) + rows(Array("o:".utf8), in: counters),
+                    try rows(Array("count:".utf8), in: meta), inTables, inTrees)
         }
     }
 
@@ -84,6 +99,15 @@ import LMDB
             try Compactor(ledger: ledger, policy: policy(tail: 200, chunk: 50)).runOnce()
             let ext = try Ledger(path: path, options: LedgerOptions(role: "notification-ext"))
             try appendMixed(ext, count: 40, seed: 13)
+            // Rows of every kind of projection table: `local` (a push announcing a message no
+            // listing has shown, a removal no listing has settled) and an app's projection.
+            try ext.append(.pushReceived(PushReceived(messageID: "announced-1")))
+            try ext.append(.messageRemoved(MessageRemoval(ids: ["m3"])))
+            var withTasks = LedgerOptions(role: "app")
+            withTasks.projections = [TaskList.self]
+            let tasks = try Ledger(path: path, options: withTasks)
+            try tasks.append(TaskAdded(id: "t1", title: "Milk", day: 0))
+            try tasks.append(TaskAdded(id: "t2", title: "Rice", day: 1))
         }
         _ = try rewriteAsFormatOne(path)
         var readOnly = LedgerOptions(role: "probe")
@@ -113,13 +137,18 @@ import LMDB
 
         let projections = try storedLayout(path).projectionTables
         #expect(projections > 30, "format 1 keeps the projection tables apart")
+        for table in ["messages", "widget", "actions", "action-ids", "state", "local", "app-projections"] {
+            #expect(try ownRows(path, table) > 0, "the fixture has no \(table) rows to move")
+        }
         let widgetBefore = try Ledger(path: path, options: readOnly).widgetList(limit: 100)
+        let localBefore = try Ledger(path: path, options: readOnly).localChanges(limit: 100)
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
         #expect(ledger.metadata.formatVersion == 3)
         #expect(try stored(path) == (3, 0, n))
         #expect(try storedLayout(path).projectionTables == 0)
         #expect(try storedLayout(path).projectionRowsInMeta == projections)
         #expect(try ledger.widgetList(limit: 100) == widgetBefore)
+        #expect(try ledger.localChanges(limit: 100) == localBefore)
         #expect(try ledger.verifyProjections() == nil)
         let after = try ledger.statistics()
         #expect(after.countsByType == before.countsByType)
@@ -134,6 +163,10 @@ import LMDB
         try expectCountsMatchTheLog(ledger)
         #expect(try stored(path).table == 0)
         #expect(try ledger.verify().isHealthy)
+        // The app's projection moved with the rest.
+        var withTasks = LedgerOptions(role: "app")
+        withTasks.projections = [TaskList.self]
+        #expect(try Ledger(path: path, options: withTasks).projectionRows(TaskList.self).map(\.key) == ["t1", "t2"])
     }
 
     @Test func concurrentOpeningsUpgradeOnce() throws {
@@ -252,6 +285,40 @@ import LMDB
         #expect(try storedLayout(path).projectionTables == 0)
         #expect(try ledger.verify().isHealthy)
         try expectCountsMatchTheLog(ledger)
+    }
+
+    /// The race a read-only handle of a format-2 ledger must not lose: a read whose snapshot was
+    /// taken before another process upgraded, set up after another thread of the process has
+    /// already seen format 3, still looks where its own snapshot keeps the projections.
+    @Test func aReadOnAnOlderSnapshotLooksWhereThatSnapshotKeepsTheProjections() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        _ = try formatTwoLedger(path)
+        var readOnly = LedgerOptions(role: "widget")
+        readOnly.readOnly = true
+        let reader = try Ledger(path: path, options: readOnly)
+        let messages = try reader.read("probe") { tables in try ProjectionState.load(from: tables.projections).messageCount }
+        #expect(messages > 0)
+        try reader.read("an older snapshot") { held in
+            #expect(try Processes.run(agent, ["open", path]).status == 0)  // upgrades to 3
+            // Another thread's read sees format 3 and records it.
+            let seen = Mutex<Int64?>(nil)
+            let done = DispatchSemaphore(value: 0)
+            Thread {
+                seen.withLock { $0 = try? reader.read("newer") { tables in try ProjectionState.load(from: tables.projections).messageCount } }
+                done.signal()
+            }.start()
+            done.wait()
+            #expect(seen.withLock { $0 } == messages)
+            #expect(held.layout.twoTreesSince.load(ordering: .relaxed) < Int.max)
+            // This transaction's snapshot is still format 2: it must read the own tables.
+            let again = try StoreTransaction(rawTransaction: held.rawTransaction, layout: held.layout)
+            guard case .ownTables = again.placement else {
+                Issue.record("a format-2 snapshot was read as format 3")
+                return
+            }
+            #expect(try ProjectionState.load(from: again.projections).messageCount == messages)
+        }
     }
 
     @Test func aCrashInsideTheUpgradeLeavesFormatTwoWhole() throws {

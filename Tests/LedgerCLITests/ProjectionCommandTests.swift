@@ -25,21 +25,21 @@ import TestSupport
         return try app.projectionRows(TaskList.self)
     }
 
-    /// What the `app-projections` table's keys start with in `meta`, where format 3 keeps it
-    /// (docs/format.md, "The projection tables in `meta`").
+    /// What the `app-projections` table's keys start with in the row tree `counters`, where
+    /// format 3 keeps it (docs/format.md, "Format 3: the projection tables in two trees").
     let tablePrefix: [UInt8] = [0x00, 0x08]
     /// The stored key of the task list's row `key`: the table's `name ‖ 0x00 ‖ "R" ‖ key`
     /// (docs/format.md, "App projections") under the table's prefix.
     func rowKey(_ key: String) -> [UInt8] { tablePrefix + Array(TaskList.name.utf8) + [0x00, UInt8(ascii: "R")] + Array(key.utf8) }
     var orderPrefix: [UInt8] { tablePrefix + Array(TaskList.name.utf8) + [0x00, UInt8(ascii: "O")] }
 
-    /// Changes the table behind the ledger's back, in one raw LMDB write (`meta`, which holds it).
+    /// Changes the table behind the ledger's back, in one raw LMDB write (`counters`, which holds it).
     func damage(_ path: String, _ body: (Transaction, Database) throws -> Void) throws {
         var configuration = EnvironmentConfiguration()
-        configuration.databases = ["meta": []]
+        configuration.databases = ["counters": []]
         configuration.createDatabases = false
         let env = try Environment.open(directory: path, configuration: configuration)
-        let table = try env.database("meta")
+        let table = try env.database("counters")
         try env.write { txn in try body(txn, table) }
     }
 

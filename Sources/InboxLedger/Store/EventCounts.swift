@@ -45,9 +45,13 @@ struct EventCounts {
             add(e.key[Meta.countPrefix.count...], e.value)
             return .next
         }
-        try txn.forEachEntry(legacy) { e in
-            add(e.key[...], e.value)
-            return .next
+        // Only the counters' own keys: from format 3 the table also holds the projection rows,
+        // whose keys start with 0x00.
+        for prefix in [Array("t:".utf8), Array("o:".utf8)] {
+            try txn.forEachEntry(legacy, from: prefix, prefix: prefix) { e in
+                add(e.key[...], e.value)
+                return .next
+            }
         }
         return (byType, byRole)
     }

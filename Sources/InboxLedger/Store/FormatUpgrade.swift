@@ -5,30 +5,32 @@ extension StoreTransaction {
     /// is there already), in this one transaction:
     /// - format 1 → 2: the `counters` table's rows move into `meta` under `count:` (one leaf for
     ///   the head and the counters) and the table is emptied;
-    /// - format 2 → 3: every projection table's rows move into `meta` under the table's prefix
-    ///   (``ProjectionTable/metaPrefix``: the state beside `head`, the rows in one tree that
-    ///   shares its branch pages with `meta`) and the tables are emptied.
+    /// - format 2 → 3: every projection table's rows move under the table's prefix
+    ///   (``ProjectionTable/storedPrefix``) into two trees — the state into `meta` beside `head`,
+    ///   the others into the row tree (`counters`, emptied by the step before) — and the tables
+    ///   are emptied.
     /// A library of an older format then refuses the ledger
     /// (``LedgerError/newerFormat(path:found:supported:)``).
     func upgradeFormat() throws {
         guard let stored = try meta.get(Meta.format), stored < Schema.formatVersion else { return }
         if stored < 2 {
-            try move(from: schema.counters) { Meta.countPrefix + $0 }
+            try move(from: schema.counters, to: schema.meta) { Meta.countPrefix + $0 }
         }
-        if stored < Schema.projectionsInMetaSince {
+        if stored < Schema.projectionsInTwoTreesSince {
+            // After the counters: from here on `counters` is the row tree.
             for table in ProjectionTable.allCases {
                 guard let database = schema.projections[table] else { continue }
-                try move(from: database) { table.metaPrefix + $0 }
+                try move(from: database, to: table == .state ? schema.meta : schema.counters) { table.storedPrefix + $0 }
             }
         }
         try meta.put(Meta.format, Schema.formatVersion)
     }
 
-    /// Moves every row of `database` into `meta` under `metaKey(key)` and empties `database`.
-    private func move(from database: Database, metaKey: ([UInt8]) -> [UInt8]) throws {
+    /// Moves every row of `database` into `target` under `storedKey(key)` and empties `database`.
+    private func move(from database: Database, to target: Database, storedKey: ([UInt8]) -> [UInt8]) throws {
         // Written as the cursor walks: its database is not the one written.
         try rawTransaction.forEachEntry(database) { e in
-            try rawTransaction.put(schema.meta, key: metaKey(e.key), value: e.value)
+            try rawTransaction.put(target, key: storedKey(e.key), value: e.value)
             return .next
         }
         try rawTransaction.removeAll(database)

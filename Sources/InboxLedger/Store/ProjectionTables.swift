@@ -32,12 +32,12 @@ enum ProjectionTable: String, CaseIterable, Sendable {
 }
 
 extension ProjectionTable {
-    /// What the table's keys start with in `meta`, where format 3 keeps every projection table
-    /// (docs/format.md, "Format 3"): `0x00 ‖ tag` for the row tables (no field name of `meta`
-    /// starts with `0x00`, so they sort before every field and apart from one another), and
-    /// `head ‖ 0x00` for the projection state, so that it sorts right after `head`: the leaf an
-    /// append dirties for the head and the counters holds the state too.
-    var metaPrefix: [UInt8] {
+    /// What the table's keys start with from format 3 (docs/format.md, "Format 3: the projection
+    /// tables in two trees"): the projection state in `meta` under `head ‖ 0x00`, so that it
+    /// sorts right after `head` and the leaf an append dirties for the head and the counters
+    /// holds it too; every other table in the row tree (``Schema/rowsName``) under `0x00 ‖ tag`,
+    /// apart from one another and from format 1's counters (ASCII `t:`/`o:`).
+    var storedPrefix: [UInt8] {
         switch self {
         case .messages: [0x00, 0x01]
         case .widget: [0x00, 0x02]
@@ -61,11 +61,11 @@ protocol ProjectionStore {
     func scan(_ table: ProjectionTable, from start: [UInt8], _ body: (_ key: [UInt8], _ value: [UInt8]) throws -> Bool) throws
 }
 
-/// Where a transaction finds the projection tables: in `meta` under each table's prefix
-/// (format 3), or each in its own named database (formats 1 and 2, read as they are by a handle
-/// that may not upgrade them).
+/// Where a transaction finds the projection tables: from format 3 the state in `meta` and every
+/// other table in the row tree, each under its ``ProjectionTable/storedPrefix``; in formats 1
+/// and 2 each in its own named database (read as they are by a handle that may not upgrade them).
 enum ProjectionPlacement {
-    case inMeta(Database)
+    case twoTrees(meta: Database, rows: Database)
     case ownTables([ProjectionTable: Database])
 }
 
@@ -74,69 +74,50 @@ struct TransactionStore: ProjectionStore {
     let txn: Transaction
     let placement: ProjectionPlacement
 
+    /// The table's database and what its keys start with there; nil for a table that newer
+    /// rules added and an older ledger this handle may not write lacks (read as empty).
+    private func place(_ table: ProjectionTable) throws -> (Database, [UInt8])? {
+        switch placement {
+        case .twoTrees(let meta, let rows): return (table == .state ? meta : rows, table.storedPrefix)
+        case .ownTables(let tables):
+            if let db = tables[table] { return (db, []) }
+            guard table.addedByNewerRules else { throw LMDBError.badDatabase }
+            return nil
+        }
+    }
+
     func get(_ table: ProjectionTable, _ key: [UInt8]) throws -> [UInt8]? {
-        switch placement {
-        case .inMeta(let meta): return try txn.get(meta, key: table.metaPrefix + key)
-        case .ownTables(let tables):
-            guard let db = tables[table] else { return try absent(table) }
-            return try txn.get(db, key: key)
-        }
-    }
-
-    /// Reading a table this handle did not find: one that newer rules added reads as empty.
-    private func absent(_ table: ProjectionTable) throws -> [UInt8]? {
-        guard table.addedByNewerRules else { throw LMDBError.badDatabase }
-        return nil
-    }
-
-    /// The table's database and what its keys start with there.
-    private func place(_ table: ProjectionTable) throws -> (Database, [UInt8]) {
-        switch placement {
-        case .inMeta(let meta): return (meta, table.metaPrefix)
-        case .ownTables(let tables):
-            guard let db = tables[table] else { throw LMDBError.badDatabase }
-            return (db, [])
-        }
+        guard let (db, prefix) = try place(table) else { return nil }
+        return try txn.get(db, key: prefix.isEmpty ? key : prefix + key)
     }
 
     func put(_ table: ProjectionTable, _ key: [UInt8], _ value: [UInt8]) throws {
-        let (db, prefix) = try place(table)
+        guard let (db, prefix) = try place(table) else { throw LMDBError.badDatabase }
         try txn.put(db, key: prefix.isEmpty ? key : prefix + key, value: value)
     }
 
     func delete(_ table: ProjectionTable, _ key: [UInt8]) throws {
-        let (db, prefix) = try place(table)
+        guard let (db, prefix) = try place(table) else { throw LMDBError.badDatabase }
         _ = try txn.delete(db, key: prefix.isEmpty ? key : prefix + key)
     }
 
     func scan(_ table: ProjectionTable, from start: [UInt8], _ body: ([UInt8], [UInt8]) throws -> Bool) throws {
-        switch placement {
-        case .inMeta(let meta):
-            let prefix = table.metaPrefix
-            try txn.forEachEntry(meta, from: prefix + start, prefix: prefix) { e in
-                try body(Array(e.key[prefix.count...]), e.value) ? .next : .stop
-            }
-        case .ownTables(let tables):
-            guard let db = tables[table] else { _ = try absent(table); return }
-            try txn.forEachEntry(db, from: start) { e in try body(e.key, e.value) ? .next : .stop }
+        guard let (db, prefix) = try place(table) else { return }
+        try txn.forEachEntry(db, from: prefix + start, prefix: prefix) { e in
+            try body(prefix.isEmpty ? e.key : Array(e.key[prefix.count...]), e.value) ? .next : .stop
         }
     }
 
     /// Removes every row of `table`.
     func removeAll(_ table: ProjectionTable) throws {
-        switch placement {
-        case .inMeta(let meta):
-            let prefix = table.metaPrefix
-            try txn.withCursor(meta) { cursor in
-                var entry = try cursor.seek(atLeast: prefix)
-                while let e = entry, e.key.starts(with: prefix) {
-                    try cursor.deleteCurrent()
-                    entry = try cursor.seek(atLeast: prefix)
-                }
+        guard let (db, prefix) = try place(table) else { return }
+        guard !prefix.isEmpty else { return try txn.removeAll(db) }
+        try txn.withCursor(db) { cursor in
+            var entry = try cursor.seek(atLeast: prefix)
+            while let e = entry, e.key.starts(with: prefix) {
+                try cursor.deleteCurrent()
+                entry = try cursor.seek(atLeast: prefix)
             }
-        case .ownTables(let tables):
-            guard let db = tables[table] else { return }
-            try txn.removeAll(db)
         }
     }
 

@@ -4,16 +4,21 @@ import LMDB
 struct Schema: Sendable {
     /// The ledger format this library writes and the newest it reads. Format 1 kept the event
     /// counters in their own table, formats 1 and 2 each projection table in its own; a
-    /// writable opening moves them into `meta` and writes 3 (``Ledger/upgradeFormat()``); a
-    /// read-only handle reads formats 1 and 2 as they are.
+    /// writable opening moves the counters into `meta`, the projection tables into two trees,
+    /// and writes 3 (``Ledger/upgradeFormat()``); a read-only handle reads formats 1 and 2 as
+    /// they are.
     static let formatVersion: UInt32 = 3
-    /// The first format that keeps the projection tables in `meta` (``ProjectionPlacement``).
-    static let projectionsInMetaSince: UInt32 = 3
+    /// The first format that keeps the projection tables in two trees (``ProjectionPlacement``).
+    static let projectionsInTwoTreesSince: UInt32 = 3
 
     static let metaName = "meta"
     static let eventsName = "events"
     static let keysName = "keys"
-    /// Format 1's event counters; kept, empty, from format 2 on (the counts live in `meta`).
+    /// Format 1's event counters; empty in format 2 (the counts live in `meta`); from format 3
+    /// the **row tree**: every projection table's rows but the state's, each under its
+    /// ``ProjectionTable/storedPrefix`` (a database every ledger already has, so no table appears
+    /// under a handle that is open while another process upgrades the ledger, and the opening's
+    /// check of `meta`'s pages stays as small as `meta`).
     static let countersName = "counters"
     static let consumersName = "consumers"
     static let snapshotsName = "snapshots"

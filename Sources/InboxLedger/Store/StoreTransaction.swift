@@ -19,18 +19,22 @@ struct StoreTransaction {
     let placement: ProjectionPlacement
 
     /// The tables of `rawTransaction`. A handle that opened a ledger of format 3 knows where
-    /// the projection tables are; one that opened an older format (read-only, or refused
-    /// writes) looks at `format-version` in each transaction, since another process may
-    /// upgrade the ledger while it is open.
+    /// the projection tables are. One that opened an older format (read-only, or refused
+    /// writes) looks at `format-version`, since another process may upgrade the ledger while it
+    /// is open — in each transaction until one sees format 3; from then on only a transaction
+    /// whose snapshot is older than that one's looks again (a format never goes back, but a
+    /// read begun on another thread just before may still see the old one).
     init(rawTransaction: Transaction, layout: StoreLayout) throws(LMDBError) {
         self.rawTransaction = rawTransaction
         self.layout = layout
-        if layout.projectionsInMeta.load(ordering: .relaxed) {
-            placement = .inMeta(layout.schema.meta)
+        let twoTrees = ProjectionPlacement.twoTrees(meta: layout.schema.meta, rows: layout.schema.counters)
+        let snapshot = rawTransaction.id
+        if snapshot >= layout.twoTreesSince.load(ordering: .acquiring) {
+            placement = twoTrees
         } else if let format = try MetaRecord(txn: rawTransaction, table: layout.schema.meta).get(Meta.format),
-                  format >= Schema.projectionsInMetaSince {
-            layout.projectionsInMeta.store(true, ordering: .relaxed)
-            placement = .inMeta(layout.schema.meta)
+                  format >= Schema.projectionsInTwoTreesSince {
+            layout.twoTreesSince.min(snapshot, ordering: .releasing)
+            placement = twoTrees
         } else {
             placement = .ownTables(layout.schema.projections)
         }
@@ -73,13 +77,15 @@ struct StoreTransaction {
 final class StoreLayout: Sendable {
     let schema: Schema
     let path: String
-    /// Whether the ledger is known to be of format 3 or later (its projection tables in `meta`):
-    /// set at opening or by the first transaction that sees it; a format never goes back.
-    let projectionsInMeta: Atomic<Bool>
+    /// The oldest snapshot (transaction id) known to be of format 3 or later, whose projection
+    /// tables are in two trees: 0 when the ledger was at opening; until then `Int.max`, and
+    /// the snapshot of the first transaction that sees it (a format never goes back, so every
+    /// later snapshot is too).
+    let twoTreesSince: Atomic<Int>
 
     init(schema: Schema, path: String, formatVersion: UInt32) {
         self.schema = schema
         self.path = path
-        projectionsInMeta = Atomic(formatVersion >= Schema.projectionsInMetaSince)
+        twoTreesSince = Atomic(formatVersion >= Schema.projectionsInTwoTreesSince ? 0 : Int.max)
     }
 }
