@@ -329,7 +329,7 @@ import LMDB
         let order: [UInt8] = [0x10, 0x00, 0x20, 0x80, 0, 0, 0, 0, 0, 0, 0, 0x40, 0x4D, 0x69, 0x6C, 0x6B, 0x00, 0x01]
         let env = try Environment.open(directory: path, configuration: EnvironmentConfiguration())
         // The table's rows sit in the row tree `counters` under its prefix 0x00 0x08 (docs/format.md,
-        // "Format 3"), written down here rather than taken from the library.
+        // "The projection tables in two trees"), written down here rather than taken from the library.
         let rows = try env.database("counters")
         let table: [UInt8] = [0x00, 0x08]
         try env.read { txn in

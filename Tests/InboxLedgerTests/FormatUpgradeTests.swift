@@ -56,7 +56,7 @@ import Synchronization
 
     /// The stored layout in full: besides `stored(_:)` (the `counters` rows counted are format
     /// 1's, `t:` and `o:`), the rows of the projection tables in their own databases and under
-    /// their prefixes in format 3's two trees (docs/format.md, "Format 3").
+    /// their prefixes in format 3's two trees (docs/format.md, "The projection tables in two trees").
     func storedLayout(_ path: String) throws -> (format: UInt32, counterTable: Int, counterRowsInMeta: Int, projectionTables: Int, projectionRowsInMeta: Int) {
         let tables = projectionTablesInFormat3.map(\.name)
         var configuration = EnvironmentConfiguration()

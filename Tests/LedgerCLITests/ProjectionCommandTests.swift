@@ -26,7 +26,7 @@ import TestSupport
     }
 
     /// What the `app-projections` table's keys start with in the row tree `counters`, where
-    /// format 3 keeps it (docs/format.md, "Format 3: the projection tables in two trees").
+    /// format 3 keeps it (docs/format.md, "The projection tables in two trees").
     let tablePrefix: [UInt8] = [0x00, 0x08]
     /// The stored key of the task list's row `key`: the table's `name ‖ 0x00 ‖ "R" ‖ key`
     /// (docs/format.md, "App projections") under the table's prefix.

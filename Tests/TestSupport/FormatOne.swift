@@ -1,7 +1,7 @@
 import LMDB
 
 /// The projection tables, the tree format 3 keeps each in and the prefix of its rows there
-/// (docs/format.md, "Format 3: the projection tables in two trees"), written down here from the
+/// (docs/format.md, "The projection tables in two trees"), written down here from the
 /// documentation, not taken from the library.
 public let projectionTablesInFormat3: [(name: String, tree: String, prefix: [UInt8])] = [
     ("messages", "counters", [0x00, 0x01]), ("widget", "counters", [0x00, 0x02]), ("expiry", "counters", [0x00, 0x03]),

@@ -32,11 +32,11 @@ enum ProjectionTable: String, CaseIterable, Sendable {
 }
 
 extension ProjectionTable {
-    /// What the table's keys start with from format 3 (docs/format.md, "Format 3: the projection
-    /// tables in two trees"): the projection state in `meta` under `head ‖ 0x00`, so that it
-    /// sorts right after `head` and the leaf an append dirties for the head and the counters
-    /// holds it too; every other table in the row tree (``Schema/rowsName``) under `0x00 ‖ tag`,
-    /// apart from one another and from format 1's counters (ASCII `t:`/`o:`).
+    /// What the table's keys start with from format 3 (docs/format.md, "The projection tables in
+    /// two trees"): the projection state in `meta` under `head ‖ 0x00`, so that it sorts right
+    /// after `head` and the leaf an append dirties for the head and the counters holds it too;
+    /// every other table in the row tree (``Schema/countersName``) under `0x00 ‖ tag`, apart
+    /// from one another and from format 1's counters (ASCII `t:`/`o:`).
     var storedPrefix: [UInt8] {
         switch self {
         case .messages: [0x00, 0x01]
