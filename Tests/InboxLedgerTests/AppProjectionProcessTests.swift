@@ -173,7 +173,7 @@ import Glibc
     /// registered handle — theirs and the test's, during and between rounds — agrees with the
     /// model folded from the log through the head it reflects, and every acknowledged append
     /// is in the log.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.timeLimit(.minutes(10)))
     func hostWidgetAndExtensionKilledAndSuspendedAgreeWithTheLog() throws {
         var generator = SeededGenerator(seed: seed("hostWidgetAndExtension"))
         let dir = TemporaryDirectory()
@@ -259,7 +259,7 @@ import Glibc
     /// appends freely but never writes the projection again, and its reads are refused with
     /// projectionUnavailable from the moment version 2 is stored; the version-2 state agrees
     /// with the whole log, version 1's appends included; version 1 never takes it back.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.timeLimit(.minutes(10)))
     func twoProcessesRunningTwoVersionsAtOnce() throws {
         var generator = SeededGenerator(seed: seed("twoVersions"))
         let dir = TemporaryDirectory()
@@ -332,7 +332,7 @@ import Glibc
     /// of the build. Each next opening continues where the last one stopped (the record's
     /// appliedThrough never goes back); reads meanwhile are refused; a final opening finishes
     /// it: the state is the model of the whole log, the record `ready` through the head.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.timeLimit(.minutes(10)))
     func aBuildKilledAtRandomPointsIsFinishedByTheNextOpening() throws {
         var generator = SeededGenerator(seed: seed("buildKilled"))
         let dir = TemporaryDirectory()
@@ -379,7 +379,7 @@ import Glibc
     /// A version bump killed while clearing the old state and then while building: version 1
     /// processes keep appending (their reads refused, the record untouched by them), and the
     /// next version-2 opening finishes the build: the state is version 2's model of the log.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.timeLimit(.minutes(10)))
     func aVersionBumpKilledMidClearingAndMidBuildIsFinishedByTheNextOpening() throws {
         var generator = SeededGenerator(seed: seed("bumpKilled"))
         let dir = TemporaryDirectory()
@@ -449,7 +449,7 @@ import Glibc
     /// trims exactly up to what the build has applied, never past it (checked in one read
     /// transaction with the record, all along), and the build completes with the model of the
     /// whole log, though most of the log is gone by then.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.timeLimit(.minutes(10)))
     func compactionWhileAProjectionIsBeingBuiltNeverTrimsPastIt() throws {
         var generator = SeededGenerator(seed: seed("compaction"))
         let dir = TemporaryDirectory()
@@ -533,7 +533,7 @@ import Glibc
     /// projection is dropped while both write and a registered handle reads (a drop deleted
     /// the state chunk by chunk under a record still `ready`: readers saw a half-deleted state,
     /// the second bug found here); reopened, it is built again: the model of the whole log.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.timeLimit(.minutes(10)))
     func writersAppendWhileALargeBuildRuns() throws {
         var generator = SeededGenerator(seed: seed("writersDuringBuild"))
         let dir = TemporaryDirectory()

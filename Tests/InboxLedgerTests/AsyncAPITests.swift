@@ -34,7 +34,7 @@ import TestSupport
         return (ledger, staller)
     }
 
-    @Test(.timeLimit(.minutes(3))) func sixtyFourAsyncAppendsWaitWithoutBlockingThePool() async throws {
+    @Test(.timeLimit(.minutes(10))) func sixtyFourAsyncAppendsWaitWithoutBlockingThePool() async throws {
         let dir = TemporaryDirectory()
         let (ledger, staller) = try ledgerWithStalledWriter(dir)
         defer { staller.kill(); _ = try? staller.wait(timeout: 10) }
@@ -61,7 +61,7 @@ import TestSupport
         #expect(commits.count <= 3, "64 waiting appends took \(commits.count) commits")
     }
 
-    @Test(.timeLimit(.minutes(3))) func cancellationBeforeTheCommitWithdrawsTheAppend() async throws {
+    @Test(.timeLimit(.minutes(10))) func cancellationBeforeTheCommitWithdrawsTheAppend() async throws {
         let dir = TemporaryDirectory()
         let (ledger, staller) = try ledgerWithStalledWriter(dir)
         defer { staller.kill(); _ = try? staller.wait(timeout: 10) }

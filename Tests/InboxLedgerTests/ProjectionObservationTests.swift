@@ -32,7 +32,7 @@ import TestSupport
         while !condition() { try await Task.sleep(for: .milliseconds(5)) }
     }
 
-    @Test(.timeLimit(.minutes(2))) func anotherProcessesAppendReachesTheObservedProjection() async throws {
+    @Test(.timeLimit(.minutes(10))) func anotherProcessesAppendReachesTheObservedProjection() async throws {
         let t = try tasksLedger("widget")
         let seen = Mutex<[ProjectionContents<TaskList>]>([])
         let observer = Task {
@@ -63,7 +63,7 @@ import TestSupport
         #expect(values[2].head == head)
     }
 
-    @Test(.timeLimit(.minutes(2))) func aBurstOfAnotherProcessesCommitsIsCoalescedAndEndsAtTheFinalState() async throws {
+    @Test(.timeLimit(.minutes(10))) func aBurstOfAnotherProcessesCommitsIsCoalescedAndEndsAtTheFinalState() async throws {
         let t = try tasksLedger()
         let burst = 300
         let seen = Mutex<[Int]>([])
@@ -85,7 +85,7 @@ import TestSupport
         print("\(burst) commits by another process observed as \(counts.count) projection states")
     }
 
-    @Test(.timeLimit(.minutes(1))) func cancellationEndsTheSequence() async throws {
+    @Test(.timeLimit(.minutes(10))) func cancellationEndsTheSequence() async throws {
         let t = try tasksLedger()
         let received = Mutex(0)
         let observer = Task {
@@ -97,7 +97,7 @@ import TestSupport
         #expect(try await observer.value == "ended", "cancellation did not end the sequence cleanly")
     }
 
-    @MainActor @Test(.timeLimit(.minutes(2))) func theModelFollowsAnotherProcessAndStopsAndRestarts() async throws {
+    @MainActor @Test(.timeLimit(.minutes(10))) func theModelFollowsAnotherProcessAndStopsAndRestarts() async throws {
         let t = try tasksLedger("app")
         let model = ProjectionModel(TaskList.self, in: t.ledger, limit: 10)
         #expect(model.contents == nil && model.rows.isEmpty && model.document == TaskList.initialDocument && !model.isRunning)
@@ -129,7 +129,7 @@ import TestSupport
         #expect(!model.isRunning && model.error == nil)
     }
 
-    @MainActor @Test(.timeLimit(.minutes(1))) func runEndsWhenItsTaskIsCancelled() async throws {
+    @MainActor @Test(.timeLimit(.minutes(10))) func runEndsWhenItsTaskIsCancelled() async throws {
         let t = try tasksLedger()
         let model = ProjectionModel(TaskList.self, in: t.ledger)
         let runner = Task { await model.run() }   // what `.task { await model.run() }` does
@@ -141,7 +141,7 @@ import TestSupport
         #expect(model.error == nil, "a cancellation is no error")
     }
 
-    @MainActor @Test(.timeLimit(.minutes(1))) func aProjectionThisProcessCannotReadEndsTheModelWithTheError() async throws {
+    @MainActor @Test(.timeLimit(.minutes(10))) func aProjectionThisProcessCannotReadEndsTheModelWithTheError() async throws {
         let t = try tasksLedger()
         let model = ProjectionModel(TaskListV2.self, in: t.ledger)   // not registered by this handle
         await model.run()
@@ -153,7 +153,7 @@ import TestSupport
         #expect(model.contents == nil && !model.isRunning)
     }
 
-    @MainActor @Test(.timeLimit(.minutes(1))) func aReleasedModelEndsItsObservation() async throws {
+    @MainActor @Test(.timeLimit(.minutes(10))) func aReleasedModelEndsItsObservation() async throws {
         let t = try tasksLedger()
         weak var released: ProjectionModel<TaskList>?
         do {

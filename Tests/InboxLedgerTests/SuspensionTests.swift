@@ -63,7 +63,7 @@ func line(_ process: RunningProcess, startingWith prefix: String, within seconds
     let agent = Processes.product("LedgerTestAgent")
     let cli = Processes.product("ledger")
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(10)))
     func suspendReleasesEveryLockAndReaderSlotAndResumeReopens() throws {
         let dir = TemporaryDirectory()
         let path = dir.child("ledger")
@@ -98,7 +98,7 @@ func line(_ process: RunningProcess, startingWith prefix: String, within seconds
         #expect(try app.wait(timeout: 30).status == 0)
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(10)))
     func aWriterStoppedInsideItsTransactionMakesOthersFailWithWriterBusyNotHang() throws {
         let dir = TemporaryDirectory()
         let path = dir.child("ledger")
@@ -138,7 +138,7 @@ func line(_ process: RunningProcess, startingWith prefix: String, within seconds
         #expect(try ledger.count() == 2, "nothing acknowledged may be lost")
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(10)))
     func aStoppedWriterThatIsKilledReleasesTheLockAtOnce() throws {
         let dir = TemporaryDirectory()
         let path = dir.child("ledger")
@@ -157,7 +157,7 @@ func line(_ process: RunningProcess, startingWith prefix: String, within seconds
 
     /// LMDB's first opener holds byte 0 of lock.mdb exclusively while it initialises; stopped
     /// there, it would make every other open wait for ever.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(10)))
     func anOpenerStoppedWhileOpeningMakesOthersFailNotHang() throws {
         let dir = TemporaryDirectory()
         let path = dir.child("ledger")

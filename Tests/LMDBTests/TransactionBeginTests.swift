@@ -14,7 +14,7 @@ import Glibc
 @Suite struct TransactionBeginTests {
     let agent = Processes.product("LedgerTestAgent")
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(10)))
     func creatingATableBehindAStoppedWriterTimesOutInsteadOfHanging() throws {
         let dir = TemporaryDirectory()
         var first = EnvironmentConfiguration()

@@ -65,7 +65,7 @@ import Glibc
 
     /// A holder that runs (on the CPU) inside its write for three times the timeout is waited
     /// for: the writer commits after it instead of giving up.
-    @Test(.timeLimit(.minutes(2))) func aRunningHolderIsWaitedForPastTheTimeout() throws {
+    @Test(.timeLimit(.minutes(10))) func aRunningHolderIsWaitedForPastTheTimeout() throws {
         let dir = TemporaryDirectory()
         var c = EnvironmentConfiguration()
         c.writeTimeoutMilliseconds = 300
@@ -79,7 +79,7 @@ import Glibc
     }
 
     /// A holder asleep inside its write (not running, not committing) is given up on after the timeout.
-    @Test(.timeLimit(.minutes(2))) func aHolderAsleepInItsWriteIsGivenUpOn() throws {
+    @Test(.timeLimit(.minutes(10))) func aHolderAsleepInItsWriteIsGivenUpOn() throws {
         let dir = TemporaryDirectory()
         var c = EnvironmentConfiguration()
         c.writeTimeoutMilliseconds = 300

@@ -17,7 +17,7 @@ import Glibc
     /// asleep inside its write stops the open for as long as it is stopped (here until the
     /// holder wakes after 100 s), against docs/operations.md "Bounded waits". Two processes
     /// creating a new ledger at once (an app and its extension on first launch) meet this.
-    @Test(.timeLimit(.minutes(3))) func anOpenThatCreatesDatabasesIsBoundedByTheWriteTimeout() throws {
+    @Test(.timeLimit(.minutes(10))) func anOpenThatCreatesDatabasesIsBoundedByTheWriteTimeout() throws {
         let dir = TemporaryDirectory()
         let holder = try Processes.start(agent, ["stall-in-write", dir.path, "100"])
         defer { holder.kill(); _ = try? holder.wait(timeout: 30) }
