@@ -5,8 +5,9 @@ import TestSupport
 import LMDB
 import Synchronization
 
-/// Formats 1 and 2 → 3: the event counters (format 1) and the projection tables (1 and 2) move
-/// from their own tables into `meta`. A writable opening upgrades in one transaction (once,
+/// Formats 1 and 2 → 3: the event counters (format 1) move from their own table into `meta`, and
+/// the projection tables (1 and 2) from their own tables into two trees (the state into `meta`,
+/// the rows into the row tree). A writable opening upgrades in one transaction (once,
 /// whichever process gets there first); a read-only opening reads the older format as it is and
 /// writes nothing, and goes on reading when another process upgrades meanwhile; a crash inside
 /// the upgrade leaves the older format whole; counts and projections are the same before, after,
@@ -57,7 +58,7 @@ import Synchronization
     /// The stored layout in full: besides `stored(_:)` (the `counters` rows counted are format
     /// 1's, `t:` and `o:`), the rows of the projection tables in their own databases and under
     /// their prefixes in format 3's two trees (docs/format.md, "The projection tables in two trees").
-    func storedLayout(_ path: String) throws -> (format: UInt32, counterTable: Int, counterRowsInMeta: Int, projectionTables: Int, projectionRowsInMeta: Int) {
+    func storedLayout(_ path: String) throws -> (format: UInt32, counterTable: Int, counterRowsInMeta: Int, projectionTables: Int, projectionRowsInTrees: Int) {
         let tables = projectionTablesInFormat3.map(\.name)
         var configuration = EnvironmentConfiguration()
         configuration.readOnly = true
@@ -146,7 +147,7 @@ import Synchronization
         #expect(ledger.metadata.formatVersion == 3)
         #expect(try stored(path) == (3, 0, n))
         #expect(try storedLayout(path).projectionTables == 0)
-        #expect(try storedLayout(path).projectionRowsInMeta == projections)
+        #expect(try storedLayout(path).projectionRowsInTrees == projections)
         #expect(try ledger.widgetList(limit: 100) == widgetBefore)
         #expect(try ledger.localChanges(limit: 100) == localBefore)
         #expect(try ledger.verifyProjections() == nil)
@@ -261,7 +262,7 @@ import Synchronization
         let path = dir.child("ledger")
         let widget = try formatTwoLedger(path)
         let before = try storedLayout(path)
-        #expect(before.format == 2 && before.projectionRowsInMeta == 0 && before.projectionTables > 30)
+        #expect(before.format == 2 && before.projectionRowsInTrees == 0 && before.projectionTables > 30)
 
         // A read-only handle reads format 2 as it is, and keeps reading while another process
         // upgrades the ledger under it: each of its transactions looks where the format says.
@@ -273,7 +274,7 @@ import Synchronization
             #expect(try reader.widgetList(limit: 100) == widget)
             #expect(try Processes.run(agent, ["open", path]).status == 0)
             let after = try storedLayout(path)
-            #expect(after.format == 3 && after.projectionTables == 0 && after.projectionRowsInMeta == before.projectionTables)
+            #expect(after.format == 3 && after.projectionTables == 0 && after.projectionRowsInTrees == before.projectionTables)
             #expect(try reader.widgetList(limit: 100) == widget)
             #expect(try reader.verifyProjections() == nil)
         }
@@ -329,7 +330,7 @@ import Synchronization
         let result = try Processes.run(agent, ["upgrade-then-die", path])
         #expect(result.signalled && result.status == SIGKILL, "the agent was to die inside the upgrade: \(result)")
         let crashed = try storedLayout(path)
-        #expect(crashed.format == 2 && crashed.projectionTables == before.projectionTables && crashed.projectionRowsInMeta == 0,
+        #expect(crashed.format == 2 && crashed.projectionTables == before.projectionTables && crashed.projectionRowsInTrees == 0,
                 "a crash inside the upgrade left part of it")
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
         #expect(try storedLayout(path).format == 3)
