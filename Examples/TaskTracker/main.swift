@@ -123,7 +123,7 @@ func host(_ ledger: Ledger, seed: UInt64) async throws {
             try await Task.sleep(for: .milliseconds(random.int(100...300)))
         }
     }
-    let consumer = try await ledger.consumer(named: "task-completions")
+    let consumer = try await ledger.consumers.consumer(named: "task-completions")
     while true {
         let batch: ConsumerBatch
         do {
@@ -151,7 +151,7 @@ func host(_ ledger: Ledger, seed: UInt64) async throws {
 func widget(_ ledger: Ledger, seed: UInt64) async throws {
     var random = Random(state: seed &* 31 &+ 7)
     while true {
-        let shown = try ledger.projectionContents(TaskList.self, limit: 8)
+        let shown = try await ledger.read({ try $0.projection(TaskList.self).contents(limit: 8) })
         let open = shown.rows.filter { !$0.row.done }
         if !open.isEmpty {
             let tapped = open[random.int(0...(open.count - 1))]
@@ -196,17 +196,17 @@ func run(_ arguments: [String]) async throws {
     var settled = false
     let deadline = Date().addingTimeInterval(30)
     while !settled, host.isRunning, Date() < deadline {
-        let document = try ledger.projectionDocument(TaskList.self)
+        let document = try await ledger.read({ try $0.projection(TaskList.self).document() })
         settled = document.processed == document.done
         if !settled { try await Task.sleep(for: .milliseconds(50)) }
     }
     host.terminate()
     host.waitUntilExit()
 
-    let list = try ledger.projectionContents(TaskList.self, limit: 6)
+    let list = try await ledger.read({ try $0.projection(TaskList.self).contents(limit: 6) })
     // The done tasks sort after the open ones: their rows start at the order (done = true).
-    let done = try ledger.projectionRows(TaskList.self, from: ProjectionOrder(.bool(true)), limit: 4)
-    let info = try ledger.projections().first { $0.name == TaskList.name }
+    let done = try await ledger.read({ try $0.projection(TaskList.self).rows(from: ProjectionOrder(.bool(true)), limit: 4) })
+    let info = try ledger.projections.list().first { $0.name == TaskList.name }
     var lines = ["", "Task tracker — app projection \(TaskList.name), beside the inbox"]
     lines.append("  the host app added \(list.rowCount) tasks, the widget ticked \(list.document.done) done,"
         + " the host's consumer processed \(list.document.processed)")

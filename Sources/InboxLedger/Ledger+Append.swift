@@ -1,8 +1,8 @@
 /// What to append, and on which condition: the one value every append of a ``Ledger`` is
-/// made of (``Ledger/append(_:)-(AppendRequest)``). The other `append` forms build one.
+/// made of (``Ledger/append(_:)-(AppendRequest)``). The conveniences build one.
 ///
 /// ```swift
-/// let head = try ledger.headSequence()
+/// let head = try ledger.read { try $0.head() }
 /// let request = AppendRequest(.badgeAdjusted(.delta(1)), key: "push-4711", expectingHead: head)
 /// let receipt = try ledger.append(request)
 /// print(receipt.sequences, receipt.isReplay)
@@ -47,50 +47,52 @@ public struct AppendRequest: Sendable {
 }
 
 extension Ledger {
-    /// Limits on what an event may contain.
+    /// Limits on what an event and a handle may contain.
     public enum Limits {
         /// Longest type name, in bytes.
         public static let maxTypeBytes = EventLimits.maxTypeBytes
         /// Longest idempotency key, in bytes (LMDB keys are at most 511 bytes).
         public static let maxKeyBytes = EventLimits.maxKeyBytes
+        /// The longest origin role, in bytes of UTF-8 (``LedgerOptions/role``).
+        public static let maxRoleBytes = 64
     }
 
     /// Appends `request`'s events atomically (all or none, in order) and returns the receipt:
     /// each event's sequence (the original one for an idempotent retry), which were replays,
     /// what the projections noticed. Blocks until the commit is on disk as ``durability``
-    /// promises; concurrent callers in this process share commits. Every other `append` is
-    /// this one.
+    /// promises; concurrent callers in this process share commits. Every append is this one.
     ///
     /// ```swift
     /// let receipt = try ledger.append(AppendRequest(.badgeAdjusted(.delta(1)), key: "push-4711"))
     /// let counted = !receipt.isReplay   // false when the push was delivered before
     /// ```
+    ///
+    /// Read, decide, write: with ``AppendRequest/expectedHead`` set, nothing is written if any
+    /// process appended since (``LedgerError/headMoved(expected:actual:)``).
     @discardableResult
     public func append(_ request: AppendRequest) throws(LedgerError) -> AppendReceipt {
         if request.isEmpty, request.expectedHead == nil { return AppendReceipt(sequences: [], notes: []) }
         return try log.submit(prepare(request), cursor: nil, expectedHead: request.expectedHead)
     }
 
-    /// The request's events validated (``EventLog/prepare(_:)``).
-    func prepare(_ request: AppendRequest) throws(LedgerError) -> [PreparedEvent] {
-        switch request.events {
-        case .json(let events): try log.prepare(events)
-        case .typed(let events): try log.prepare(domain: events)
-        }
-    }
-
-    /// Appends one event and returns its sequence number (or, for an idempotency key seen
-    /// before with the same content, the original event's sequence number).
+    /// ``append(_:)-(AppendRequest)`` without blocking the caller's thread: the commit is led by
+    /// the commit queue's thread, grouped with every other append of the process, never on
+    /// Swift's cooperative pool. A task cancelled before its commit starts gets
+    /// ``LedgerError/cancelled`` and nothing is written; once the commit has started, the call
+    /// returns its committed result.
     ///
     /// ```swift
-    /// let seq = try ledger.append(NewEvent(type: "message.read", payload: Array(#"{"ids":["m1"],"read":true}"#.utf8)))
+    /// let receipt = try await ledger.append(AppendRequest(.badgeAdjusted(.delta(1)), key: "push-4711"))
     /// ```
     @discardableResult
-    public func append(_ event: NewEvent) throws(LedgerError) -> UInt64 {
-        try Ledger.first(of: append(AppendRequest([event])), path: path)
+    public func append(_ request: AppendRequest) async throws(LedgerError) -> AppendReceipt {
+        if request.isEmpty, request.expectedHead == nil { return AppendReceipt(sequences: [], notes: []) }
+        return try await log.submitAsync(prepare(request), cursor: nil, expectedHead: request.expectedHead)
     }
 
-    /// Appends a domain event (see ``DomainEvent``).
+    /// Appends a domain event (see ``DomainEvent``) with an optional idempotency key and
+    /// returns its sequence number (the original one when the key was seen before with the
+    /// same content).
     ///
     /// ```swift
     /// try ledger.append(.badgeAdjusted(.delta(1)), key: "push-4711")
@@ -100,62 +102,40 @@ extension Ledger {
         try Ledger.first(of: append(AppendRequest(event, key: key)), path: path)
     }
 
-    /// Appends `events` atomically: all of them are committed, in order, or none is.
-    /// Returns their sequence numbers in order. Blocks until the commit is on disk as
-    /// ``Ledger/durability`` promises; concurrent callers in this process share commits.
-    @discardableResult
-    public func append(contentsOf events: [NewEvent]) throws(LedgerError) -> [UInt64] {
-        try appendWithReceipt(contentsOf: events).sequences
-    }
-
-    /// Appends domain events atomically (all or none, in order), each validated on its typed
-    /// fields and encoded once; returns their sequence numbers.
+    /// ``append(_:key:)-(DomainEvent,_)`` without blocking the caller's thread.
     ///
     /// ```swift
-    /// try ledger.append(contentsOf: [.badgeAdjusted(.set(0)), .messageRead(ReadChange(ids: ["m1"], read: true))])
+    /// @MainActor func markAllRead(_ ids: [String]) async throws {
+    ///     try await ledger.append(.messageRead(ReadChange(ids: ids, read: true)))
+    /// }
     /// ```
     @discardableResult
-    public func append(contentsOf events: some Collection<DomainEvent>) throws(LedgerError) -> [UInt64] {
+    public func append(_ event: DomainEvent, key: String? = nil) async throws(LedgerError) -> UInt64 {
+        try Ledger.first(of: await append(AppendRequest(event, key: key)), path: path)
+    }
+
+    /// Appends one event given as JSON (``NewEvent``, its key inside) and returns its sequence.
+    ///
+    /// ```swift
+    /// try ledger.append(NewEvent(type: "message.read", payload: Array(#"{"ids":["m1"],"read":true}"#.utf8)))
+    /// ```
+    @discardableResult
+    public func append(_ event: NewEvent) throws(LedgerError) -> UInt64 {
+        try Ledger.first(of: append(AppendRequest([event])), path: path)
+    }
+
+    /// Appends `events` (JSON) atomically, all or none, in order; returns their sequences.
+    @discardableResult
+    public func append(contentsOf events: [NewEvent]) throws(LedgerError) -> [UInt64] {
         try append(AppendRequest(events)).sequences
     }
 
-    /// ``append(_:key:)-(DomainEvent,_)``, returning the receipt: whether a keyed append was a
-    /// replay of one already committed (``AppendReceipt/isReplay``; nothing was written) and
-    /// what the projections noticed.
-    ///
-    /// ```swift
-    /// let receipt = try ledger.appendWithReceipt(.badgeAdjusted(.delta(1)), key: "push-4711")
-    /// let counted = !receipt.isReplay   // false when the push was delivered before
-    /// ```
-    public func appendWithReceipt(_ event: DomainEvent, key: String? = nil) throws(LedgerError) -> AppendReceipt {
-        try append(AppendRequest(event, key: key))
-    }
-
-    /// As ``append(contentsOf:)``, also returning which events were replays
-    /// (``AppendReceipt/replayed``) and what the projections noticed.
-    public func appendWithReceipt(contentsOf events: [NewEvent]) throws(LedgerError) -> AppendReceipt {
-        try append(AppendRequest(events))
-    }
-
-    /// Appends `events` only if the log's head is still `expectingHead` when they commit — the
-    /// optimistic-concurrency check of event stores (read, decide, write): if any process
-    /// appended in between, nothing is written and ``LedgerError/headMoved(expected:actual:)``
-    /// says where the head is now. Returns their sequence numbers.
-    ///
-    /// ```swift
-    /// let head = try ledger.headSequence()
-    /// let list = try ledger.widgetList(limit: 5)                 // decide on what was read…
-    /// try ledger.append(contentsOf: [decision], expectingHead: head) // …and write only if still true
-    /// ```
-    @discardableResult
-    public func append(contentsOf events: [NewEvent], expectingHead: UInt64) throws(LedgerError) -> [UInt64] {
-        try append(AppendRequest(events, expectingHead: expectingHead)).sequences
-    }
-
-    /// ``append(contentsOf:expectingHead:)`` for one domain event.
-    @discardableResult
-    public func append(_ event: DomainEvent, key: String? = nil, expectingHead: UInt64) throws(LedgerError) -> UInt64 {
-        try Ledger.first(of: append(AppendRequest(event, key: key, expectingHead: expectingHead)), path: path)
+    /// The request's events validated (``EventLog/prepare(_:)``).
+    func prepare(_ request: AppendRequest) throws(LedgerError) -> [PreparedEvent] {
+        switch request.events {
+        case .json(let events): try log.prepare(events)
+        case .typed(let events): try log.prepare(domain: events)
+        }
     }
 
     /// The sequence of a one-event append.

@@ -8,17 +8,8 @@ import Darwin
 // observation are in App/, the engine in AppProjections/, the table in Store/).
 
 extension Ledger {
-    /// How many events (or deleted entries) one build transaction handles: short enough that
-    /// other writers wait milliseconds, not the write timeout.
-    static let projectionBuildChunk = 500
-    /// Pause between two build (or drop) transactions, in microseconds. The writer lock is not
-    /// fair (a waiting writer polls it, every 2 ms at most): without a pause, a build committing
-    /// chunk after chunk kept other processes' writers out for the whole build. With it, a
-    /// waiting writer gets in at about every second chunk, for ~5% of the build's time.
-    static let projectionBuildPauseMicros: UInt32 = 1_000
-
     /// Builds every registered projection whose stored state is missing or of an older
-    /// version, in short transactions (``projectionBuildChunk``), each recording how far it
+    /// version, in short transactions (``ProjectionBuildPacing/chunk``), each recording how far it
     /// got: an opening killed mid-build leaves a record the next opening continues from.
     func buildAppProjections() throws(LedgerError) {
         let projections = log.projections.projections
@@ -29,7 +20,7 @@ extension Ledger {
         }
         for (projection, meta) in zip(projections, stored) {
             if let meta, meta.version > projection.version || (meta.version == projection.version && [.ready, .failed].contains(meta.status)) { continue }
-            while try !buildStep(projection) { usleep(Self.projectionBuildPauseMicros) }
+            while try !buildStep(projection) { usleep(ProjectionBuildPacing.pauseMicros) }
         }
     }
 
@@ -51,7 +42,7 @@ extension Ledger {
             case .ready, .failed:
                 return true
             case .clearing:
-                if try AppProjectionTable.clear(projection.name, in: store, limit: Self.projectionBuildChunk) == Self.projectionBuildChunk { return false }
+                if try AppProjectionTable.clear(projection.name, in: store, limit: ProjectionBuildPacing.chunk) == ProjectionBuildPacing.chunk { return false }
                 let from = try tables.firstSequence() - 1
                 meta.status = .building
                 meta.appliedThrough = from
@@ -59,7 +50,7 @@ extension Ledger {
                 meta.rows = 0
             case .building:
                 let head = try tables.head()
-                let events = try registry.upcast(tables.events.events(after: meta.appliedThrough, limit: Self.projectionBuildChunk))
+                let events = try registry.upcast(tables.events.events(after: meta.appliedThrough, limit: ProjectionBuildPacing.chunk))
                 try projection.applyStored(events, to: &meta, in: store, path: path, cache: nil)
                 if meta.status == .building, meta.appliedThrough >= head || events.isEmpty {
                     meta.appliedThrough = head

@@ -1,63 +1,101 @@
 extension Ledger {
-    /// The event at `sequence`, or `nil` if there is none (never appended, or trimmed).
-    /// Throws ``LedgerError/corruptRecord(sequence:reason:)`` if the record fails its checksum.
-    public func event(at sequence: UInt64) throws(LedgerError) -> Event? {
-        guard let event = try read("read event", { tables in try tables.events.event(at: sequence) }) else { return nil }
-        return try upcast(event)
-    }
-
-    /// Up to `limit` events with sequence numbers greater than `sequence`, in order, read in
-    /// one short transaction.
-    public func events(after sequence: UInt64 = 0, limit: Int = 1000) throws(LedgerError) -> [Event] {
-        try upcast(try read("read events") { tables in try tables.events.events(after: sequence, limit: limit) })
-    }
-
-    /// Iterates every event after `sequence`, fetching `pageSize` at a time, each page in its
-    /// own short read transaction (no transaction stays open between calls).
+    /// Runs `body` with one snapshot of the ledger (one short read transaction) and returns
+    /// what it computed: every value read from the snapshot agrees with every other, whatever
+    /// other processes commit meanwhile. The only way to read; no lock stays held afterwards.
     ///
     /// ```swift
-    /// var iterator = ledger.iterator(after: cursor)
-    /// while let event = try iterator.next() { handle(event) }
+    /// let (head, list) = try ledger.read { snapshot in
+    ///     (try snapshot.head(), try snapshot.widgetList(limit: 5))
+    /// }
     /// ```
-    public func iterator(after sequence: UInt64 = 0, pageSize: Int = 512) -> EventIterator {
-        EventIterator(ledger: self, after: sequence, pageSize: max(1, pageSize))
+    ///
+    /// Keep `body` short and free of other I/O: it runs inside the transaction (a read-only
+    /// handle holds a reader slot meanwhile). The snapshot is valid only inside `body`. Errors
+    /// are typed: what the snapshot throws arrives as it is; an error of another type that
+    /// `body` throws arrives as ``LedgerError/unexpected(path:operation:reason:)`` naming it —
+    /// decide on your own conditions outside the closure, with the values it returned.
+    public func read<T>(_ body: (LedgerSnapshot) throws -> T) throws(LedgerError) -> T {
+        try readSnapshot(body).value
     }
 
-    /// The sequence number of the last event ever appended (0 for an empty ledger).
-    public func headSequence() throws(LedgerError) -> UInt64 {
-        try read("read head") { tables in try tables.head() }
+    /// ``read(_:)-(_)`` without blocking the caller's thread: `body` runs on the directory's read
+    /// thread, never on Swift's cooperative pool. A task cancelled before the read starts gets
+    /// ``LedgerError/cancelled`` (nothing was read).
+    ///
+    /// ```swift
+    /// @MainActor func refresh() async throws {
+    ///     rows = try await ledger.read { try $0.widgetList(limit: 5) }.items
+    /// }
+    /// ```
+    public func read<T: Sendable>(_ body: @escaping @Sendable (LedgerSnapshot) throws -> T) async throws(LedgerError) -> T {
+        try await offPool { [self] () throws(LedgerError) in try readSnapshot(body).value }
     }
 
-    /// The lowest sequence still in the log (`headSequence() + 1` when the log is empty).
-    public func firstSequence() throws(LedgerError) -> UInt64 {
-        try read("read first") { tables in try tables.firstSequence() }
+    /// Waits until another append (from any process) moves the head past `sequence`, and
+    /// returns the new head. Idle waiting costs no CPU to speak of (an inotify watch). A
+    /// cancelled task gets ``LedgerError/cancelled``.
+    ///
+    /// ```swift
+    /// var seen = try await ledger.read { try $0.head() }
+    /// while true {
+    ///     seen = try await ledger.waitForChange(after: seen)
+    ///     refreshWidget()
+    /// }
+    /// ```
+    public func waitForChange(after sequence: UInt64) async throws(LedgerError) -> UInt64 {
+        try await waitForHead(after: sequence)
     }
 
-    /// The number of events in the log.
-    public func count() throws(LedgerError) -> Int {
-        try read("count events") { tables in try tables.events.count() }
+    /// The heads the ledger moves to after `sequence`, as they happen (changes that come in
+    /// quick succession may be reported once, with the latest head). It ends when the iterating
+    /// task is cancelled. To follow a value rather than the head, use ``LedgerObservation``.
+    public func changes(after sequence: UInt64) -> AsyncThrowingStream<UInt64, any Error> {
+        AsyncThrowingStream { continuation in
+            let task = Task {
+                var seen = sequence
+                do throws(LedgerError) {
+                    while !Task.isCancelled {
+                        seen = try await waitForChange(after: seen)
+                        continuation.yield(seen)
+                    }
+                    continuation.finish()
+                } catch {
+                    if case .cancelled = error { continuation.finish() } else { continuation.finish(throwing: error) }
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
     }
 }
 
-/// Pages through a ledger's events; see ``Ledger/iterator(after:pageSize:)``.
+/// Pages through a ledger's events, each page in its own short read transaction (no
+/// transaction stays open between calls): for reading a whole log, which one snapshot should
+/// not hold open.
+///
+/// ```swift
+/// var iterator = EventIterator(ledger, after: cursor)
+/// while let event = try iterator.next() { handle(event) }
+/// ```
 public struct EventIterator {
-    let ledger: Ledger
-    let pageSize: Int
+    private let access: LedgerAccess
+    private let pageSize: Int
     /// The sequence of the last event returned (or the starting point).
     public private(set) var position: UInt64
     private var buffer: [Event] = []
     private var index = 0
 
-    init(ledger: Ledger, after: UInt64, pageSize: Int) {
-        self.ledger = ledger
-        self.position = after
-        self.pageSize = pageSize
+    /// Iterates the events of `ledger` after `sequence`, fetching `pageSize` at a time.
+    public init(_ ledger: Ledger, after sequence: UInt64 = 0, pageSize: Int = 512) {
+        self.access = ledger.access
+        self.position = sequence
+        self.pageSize = max(1, pageSize)
     }
 
     /// The next event, or `nil` when the log has no more (call again later to see new ones).
     public mutating func next() throws(LedgerError) -> Event? {
         if index == buffer.count {
-            buffer = try ledger.events(after: position, limit: pageSize)
+            let (position, pageSize) = (position, pageSize)
+            buffer = try access.readSnapshot { snapshot in try snapshot.events(after: position, limit: pageSize) }.value
             index = 0
             if buffer.isEmpty { return nil }
         }
@@ -68,18 +106,9 @@ public struct EventIterator {
     }
 }
 
-extension Ledger {
-    /// `events` with every registered upcaster applied (no work without upcasters).
-    func upcast(_ events: [Event]) throws(LedgerError) -> [Event] {
-        guard !options.upcasters.isEmpty else { return events }
-        var out = events
-        for i in out.indices { out[i] = try upcast(out[i]) }
-        return out
-    }
-
-    func upcast(_ event: Event) throws(LedgerError) -> Event {
-        try EventUpcaster.apply(options.upcasters, to: event)
-    }
+extension LedgerAccess: LedgerAccessing {
+    /// Itself.
+    var access: LedgerAccess { self }
 }
 
 extension EventUpcaster {

@@ -22,11 +22,8 @@ extension Ledger {
     /// process did it first (``ProjectionRebuild/upgrade(_:)``).
     func upgradeProjections() throws(LedgerError) {
         try store.write("upgrade projections") { tables in try projectionRebuild.upgrade(tables) }
-        widgetCache.forget()
+        access.widgetCache.forget()
     }
-
-    /// How this handle replays the log into projections.
-    var projectionRebuild: ProjectionRebuild { ProjectionRebuild(path: path, upgrade: options.projectionUpgrade) }
 
     /// Records the later built-in types the ledger has no boundary for
     /// (``MetaRecord/recordBuiltInTypes(from:)``), in its own write transaction, only if one

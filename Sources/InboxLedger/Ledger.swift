@@ -4,23 +4,31 @@ import Glibc
 import Darwin
 #endif
 
-/// An append-only, multi-process event log in one directory, backed by LMDB.
+/// An append-only, multi-process event log in one directory, backed by LMDB: the handle a
+/// process opens, reads through and appends through.
 ///
 /// Any number of processes open the same directory and append; each event gets a dense,
 /// global sequence number (1, 2, 3, …). Appends are atomic per batch, durable by default,
 /// idempotent by key, and coalesced with concurrent appends of the same process into one
-/// commit (group commit).
+/// commit (group commit). Reads see one snapshot each (``read(_:)-(_)``), however many values
+/// they take from it.
 ///
 /// ```swift
 /// let ledger = try Ledger(path: "/tmp/inbox", options: LedgerOptions(role: "app"))
-/// let seq = try ledger.append(NewEvent(type: "badge.adjusted", payload: Array(#"{"delta":1}"#.utf8)))
-/// for event in try ledger.events(after: 0, limit: 10) { print(event.sequence, event.type) }
+/// try ledger.append(.badgeAdjusted(.delta(1)), key: "push-4711")
+/// let (head, list) = try ledger.read { snapshot in (try snapshot.head(), try snapshot.widgetList(limit: 5)) }
+/// print(head, list.badge)
 /// ```
+///
+/// What is not reading or appending is a feature reached from the handle:
+/// ``consumers`` (named readers with durable cursors), ``projections`` (the app's read models
+/// stored in the ledger), ``maintenance`` (statistics, verification, snapshots, copies);
+/// observation is ``LedgerObservation``.
 ///
 /// A `Ledger` is `Sendable`: share one across threads, or open as many as you like on the same
 /// directory: they share one LMDB environment per process. No read transaction is kept open
 /// between calls.
-public final class Ledger: Sendable {
+public final class Ledger: Sendable, LedgerAccessing {
     /// The directory given at open.
     public let path: String
     /// The options given at open.
@@ -32,24 +40,9 @@ public final class Ledger: Sendable {
     /// The durability this handle's appends commit with: ``LedgerOptions/durability`` raised to
     /// the ledger's stored floor (``LedgerMetadata/durabilityFloor``).
     public let durability: LedgerDurability
-    /// Why this handle may not write (nil: it may): opened read-only, or projections built by
-    /// a newer library.
-    var writeRefusal: LedgerError? { store.writeRefusal }
 
-    /// The only way to LMDB: every transaction of this handle goes through it.
-    let store: LedgerStore
-    /// The ledger's tables.
-    var schema: Schema { store.schema }
-    let commitQueue: CommitQueue
-    /// The append path (validation, group commit, the append transaction).
-    let log: EventLog
-    let changeMonitor: ChangeMonitor
-    /// The last widget list read in this process (shared by every handle of the directory).
-    let widgetCache: WidgetCache
-    /// Runs the async forms' reads off the cooperative pool (one thread per directory).
-    let readWorker: OffPoolWorker
-    /// Decoded app-projection values of this handle's reads and appends.
-    var projectionCache: AppProjectionCache { log.projections.cache }
+    /// The handle's internals, the one value its features hold.
+    let access: LedgerAccess
 
     /// Opens the ledger in `path`, creating it (and its directory, never the directory's
     /// parents) if `options.create` allows.
@@ -65,18 +58,17 @@ public final class Ledger: Sendable {
         self.origin = Origin(role: options.role)
 
         let store = try LedgerStore.open(path: path, options: options, projectionRules: ProjectionRules.version)
-        self.store = store
         self.metadata = store.metadata
         self.durability = store.durability
         // The per-directory objects hang off the store's environment (shared by every handle).
-        self.commitQueue = store.attachment(.commitQueue) { CommitQueue() }
-        self.widgetCache = store.attachment(.widgetCache) { WidgetCache() }
-        self.readWorker = store.attachment(.readWorker) { OffPoolWorker() }
-        self.changeMonitor = store.attachment(.changeMonitor) {
-            ChangeMonitor(dataFile: path + "/data.mdb")
-        }
-        self.log = EventLog(store: store, commitQueue: commitQueue, changeMonitor: changeMonitor, origin: origin,
-                            durability: store.durability, options: options, projections: projections)
+        let commitQueue = store.attachment(.commitQueue) { CommitQueue() }
+        let changeMonitor = store.attachment(.changeMonitor) { ChangeMonitor(dataFile: path + "/data.mdb") }
+        let log = EventLog(store: store, commitQueue: commitQueue, changeMonitor: changeMonitor, origin: origin,
+                           durability: store.durability, options: options, projections: projections)
+        self.access = LedgerAccess(
+            path: path, options: options, origin: origin, store: store, log: log, changeMonitor: changeMonitor,
+            widgetCache: store.attachment(.widgetCache) { WidgetCache() },
+            readWorker: store.attachment(.readWorker) { OffPoolWorker() })
         let metadata = store.storedMetadata
         if writeRefusal == nil, metadata.formatVersion < Schema.formatVersion { try upgradeFormat() }
         if writeRefusal == nil, metadata.projectionVersion < ProjectionRules.version { try upgradeProjections() }
@@ -86,18 +78,54 @@ public final class Ledger: Sendable {
         if writeRefusal == nil { try buildAppProjections() }
     }
 
-    /// Throws why this handle may not write, if it may not.
-    func checkWritable() throws(LedgerError) { try store.checkWritable() }
+    /// The features of the handle: each a value holding its internals (``LedgerAccess``).
 
-    /// The longest origin role, in bytes of UTF-8 (``LedgerOptions/role``).
-    public static let maxRoleBytes = 64
+    /// Named readers of the log with durable cursors: the host app's action queue, relays.
+    ///
+    /// ```swift
+    /// let host = try ledger.consumers.consumer(named: "host-app")
+    /// ```
+    public var consumers: LedgerConsumers { LedgerConsumers(access: access) }
+
+    /// The app's read models stored in the ledger (``LedgerOptions/projections``): listing,
+    /// dumping and dropping them. Their rows are read in a snapshot (``LedgerSnapshot/projection(_:)``).
+    ///
+    /// ```swift
+    /// for info in try ledger.projections.list() { print(info.name, info.version, info.rows) }
+    /// ```
+    public var projections: LedgerProjections { LedgerProjections(access: access) }
+
+    /// Statistics, reader-slot cleanup, verification, snapshots and compacted copies: what
+    /// `ledger inspect`, `verify` and `compact` run.
+    ///
+    /// ```swift
+    /// let report = try ledger.maintenance.verify()
+    /// if !report.isHealthy { report.findings.forEach { print($0) } }
+    /// ```
+    public var maintenance: LedgerMaintenance { LedgerMaintenance(access: access) }
+
+    /// Runs `body` until it succeeds or throws what is not transient (``LedgerError/isTransient``),
+    /// waiting between tries (5 ms, doubling to 200 ms): a suspended process is polled, so a
+    /// resume is noticed within 200 ms. Cancellation ends the wait with `CancellationError`.
+    /// (`package`: the sync client and the test agent wait the way the consumers do.)
+    package func retryingTransient<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        var delay = 5
+        while true {
+            do {
+                return try await body()
+            } catch let error as LedgerError where error.isTransient {
+                try await Task.sleep(for: .milliseconds(delay))
+                delay = min(delay * 2, 200)
+            }
+        }
+    }
 
     /// A role is 1–64 bytes of printable UTF-8: no control characters and no line or paragraph
     /// separators (it is printed on one line by `ledger inspect`, `events` and `consumers`).
     static func validateRole(_ role: String) throws(LedgerError) {
         let count = role.utf8.count
-        guard (1...maxRoleBytes).contains(count) else {
-            throw .invalidArgument(name: "origin role", reason: "must be 1–\(maxRoleBytes) bytes of UTF-8, got \(count)")
+        guard (1...Limits.maxRoleBytes).contains(count) else {
+            throw .invalidArgument(name: "origin role", reason: "must be 1–\(Limits.maxRoleBytes) bytes of UTF-8, got \(count)")
         }
         var offset = 0
         for scalar in role.unicodeScalars {
@@ -118,15 +146,6 @@ public final class Ledger: Sendable {
         guard !path.utf8.contains(0) else { throw .invalidArgument(name: "path", reason: "contains a NUL byte: \(String(reflecting: path))") }
     }
 
-    /// Runs `body` in one write transaction (on this thread) committed with this handle's
-    /// durability, or with `durability` raised to the ledger's floor (``LedgerStore/write(_:durability:_:)``).
-    func write<T>(_ operation: String, durability requested: LedgerDurability? = nil, _ body: (StoreTransaction) throws -> T) throws(LedgerError) -> T {
-        try store.write(operation, durability: requested, body)
-    }
-
-    /// Seconds as whole milliseconds, clamped to what makes sense for a timeout.
-    static func milliseconds(_ seconds: Double) -> Int { LedgerStore.milliseconds(seconds) }
-
     /// Makes every event this process has read so far as durable as `durability` promises (nil:
     /// this handle's mode; raised to the ledger's floor), whoever committed it — another process
     /// may have appended it with `.singleSync`, whose last commit a power cut can undo. Call it
@@ -140,7 +159,7 @@ public final class Ledger: Sendable {
     /// try ledger.makeDurable()          // before the server learns of these events
     /// ```
     public func makeDurable(_ durability: LedgerDurability? = nil) throws(LedgerError) {
-        try store.makeDurable(durability)
+        try access.store.makeDurable(durability)
     }
 
     /// Suspends every ledger of this process, for an app about to be suspended (iOS kills a
@@ -168,11 +187,6 @@ public final class Ledger: Sendable {
 
     /// Whether ``suspend(waitingUpTo:)`` is in force in this process.
     public static var isSuspended: Bool { LedgerStore.isSuspended }
-
-    /// Runs `body` in one short read transaction, mapping errors (``LedgerStore/read(_:_:)``).
-    func read<T>(_ operation: String, _ body: (StoreTransaction) throws -> T) throws(LedgerError) -> T {
-        try store.read(operation, body)
-    }
 }
 
 // The per-directory objects of the façade, attached to the environment (one per directory per

@@ -13,11 +13,11 @@ extension SyncClient {
     static func downCursorHeld(by ledger: Ledger, saved: StateFile) throws(SyncError) -> UInt64 {
         guard saved.downCursor > 0, let user = saved.user, let at = saved.appendedAt else { return saved.downCursor }
         do {
-            if let event = try ledger.event(at: at) {
+            if let event = try ledger.read({ try $0.event(at: at) }) {
                 return event.key == SyncWire.downKey(user: user, seq: saved.downCursor) ? saved.downCursor : 0
             }
             // Not there: trimmed by compaction (the ledger has moved past it), or never written here.
-            return at < (try ledger.firstSequence()) ? saved.downCursor : 0
+            return at < (try ledger.read({ try $0.firstSequence() })) ? saved.downCursor : 0
         } catch {
             throw .ledger(error)
         }
@@ -29,7 +29,7 @@ extension SyncClient {
     /// the server (docs/operations.md, "A feed entry no device can apply").
     func appendFeedPage(_ events: [NewEvent], page: SyncWire.DownResponse) async throws(SyncError) -> [UInt64] {
         do {
-            return try await waitingThroughTransient { try await self.ledger.append(contentsOf: events) }
+            return try await waitingThroughTransient { try await self.ledger.append(AppendRequest(events)).sequences }
         } catch .ledger(.invalidEvent(let index, let field, let reason)) where page.changes.indices.contains(index) {
             let entry = page.changes[index]
             throw .protocolViolation("feed entry \(entry.seq) of \(page.user) (\(entry.type)) cannot be applied: \(field): \(reason); nothing from it on was applied — it needs an operator (docs/operations.md, \"A feed entry no device can apply\")")

@@ -82,9 +82,9 @@ public final class SyncClient: Sendable {
         // nothing of this ledger, would answer with a gap).
         var status = SyncStatus()
         do {
-            relay = try ledger.consumer(named: configuration.consumerName, startingAt: .origin)
+            relay = try ledger.consumers.consumer(named: configuration.consumerName, startingAt: .origin)
             status.upCursor = try relay.cursor()
-            let head = try ledger.headSequence()
+            let head = try ledger.read({ try $0.head() })
             status.upLag = head > status.upCursor ? head - status.upCursor : 0
         } catch {
             throw .ledger(error)
@@ -322,7 +322,7 @@ public final class SyncClient: Sendable {
                 read = UpBatch(batch: try relay.next(limit: limit))
             } catch LedgerError.consumerGap(_, let cursor, let first) {
                 // One snapshot each: every sequence between the cursor and the first event returned is trimmed.
-                let events = try ledger.events(after: cursor, limit: limit)
+                let events = try ledger.read({ try $0.events(after: cursor, limit: limit) })
                 let lostThrough = (events.first?.sequence ?? first) - 1
                 read = UpBatch(batch: ConsumerBatch(after: cursor, events: events), lostThrough: lostThrough > cursor ? lostThrough : nil)
             }
@@ -339,12 +339,12 @@ public final class SyncClient: Sendable {
         guard !batch.events.isEmpty else { return }
         do {
             _ = try await relay.commit(batch)
-        } catch is CancellationError {
+        } catch .cancelled {
             throw .cancelled  // the next run resends the batch: duplicates, applied once
-        } catch LedgerError.consumerConflict {
+        } catch .consumerConflict {
             // Another instance of the relay committed this range first; the server holds it.
         } catch {
-            throw .ledger(error as? LedgerError ?? .unexpected(path: ledger.path, operation: "commit the relay", reason: "\(error)"))
+            throw .ledger(error)
         }
     }
 
@@ -385,7 +385,7 @@ public final class SyncClient: Sendable {
         let relay = self.relay, ledger = self.ledger
         let read: (UInt64, UInt64)?
         do {
-            read = try await ledger.retryingTransient { () throws -> (UInt64, UInt64) in (try relay.cursor(), try ledger.headSequence()) }
+            read = try await ledger.retryingTransient { () throws -> (UInt64, UInt64) in (try relay.cursor(), try ledger.read({ try $0.head() })) }
         } catch {
             read = nil
         }
@@ -527,6 +527,8 @@ public final class SyncClient: Sendable {
     func waitingThroughTransient<T: Sendable>(_ body: @Sendable () async throws -> T) async throws(SyncError) -> T {
         do {
             return try await ledger.retryingTransient(body)
+        } catch LedgerError.cancelled {
+            throw .cancelled
         } catch let error as LedgerError {
             throw .ledger(error)
         } catch is CancellationError {

@@ -71,7 +71,7 @@ struct TasksEntry: TimelineEntry {
 /// not register the projection since its last append are applied, in memory: semantics.md).
 func currentTasksEntry() -> TasksEntry {
     do {
-        let tasks = try InboxStore.open(as: "widget").projectionContents(TaskList.self, limit: 5)
+        let tasks = try InboxStore.open(as: "widget").read { try $0.projection(TaskList.self).contents(limit: 5) }
         return TasksEntry(date: Date(), tasks: tasks)
     } catch {
         print("widget: \(error.localizedDescription)")   // projectionUnavailable: see "Upgrades"
@@ -88,7 +88,7 @@ func widgetMarkedDone(taskID: String) throws {
 /// The host app acts on each completion exactly once (a reminder cancelled, the server told):
 /// the consumer's cursor moves in the transaction of its commit, so a kill repeats nothing.
 func processCompletions(_ ledger: Ledger, completed: @Sendable (TaskDone) async throws -> Void) async throws {
-    let host = try await ledger.consumer(named: "task-completions")
+    let host = try await ledger.consumers.consumer(named: "task-completions")
     for try await batch in host.batches(limit: 50) {
         for event in batch.events where event.baseType == TaskDone.eventType {
             try await completed(try event.decode(as: TaskDone.self))   // .eventDecoding names the field on failure
@@ -153,7 +153,7 @@ func widgetEdited(noteID: String, text: String) throws {
 /// The app's notes screen: the notes now, then after every edit by any process — the
 /// widget's included — with no refetch, history token or Darwin notification.
 func followNotes(_ ledger: Ledger, show: @escaping @MainActor ([ProjectionRow<SharedNotes>]) -> Void) async throws {
-    for try await notes in ledger.projectionUpdates(SharedNotes.self, limit: 100) {
+    for try await notes in LedgerObservation.tracking({ try $0.projection(SharedNotes.self).contents(limit: 100) }).removingDuplicates(by: { $0.sameState(as: $1) }).values(in: ledger) {
         await show(notes.rows)
     }
 }

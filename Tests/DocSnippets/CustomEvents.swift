@@ -31,13 +31,13 @@ func openWithUpcaster(path: String) throws -> Ledger {
 
 /// Read, decide, write: the append fails with `.headMoved` if any process appended in between.
 func archiveIfUnchanged(_ ledger: Ledger) throws {
-    let head = try ledger.headSequence()
-    let list = try ledger.widgetList(limit: 100)
+    let head = try ledger.read({ try $0.head() })
+    let list = try ledger.read({ try $0.widgetList(limit: 100) })
     let stale = list.items.filter(\.read).map(\.id)
     guard !stale.isEmpty else { return }
     let removal = try DomainEvent.inboxSynced(InboxSync(mode: .delta, messages: [], removed: stale)).newEvent()
     do {
-        try ledger.append(contentsOf: [removal], expectingHead: head)
+        try ledger.append(AppendRequest([removal], expectingHead: head)).sequences
     } catch {
         guard case .headMoved = error else { throw error }
         try archiveIfUnchanged(ledger)   // someone moved first: decide again on what is there now

@@ -15,7 +15,7 @@ final class InboxViewModel {
     /// `.task { await model.observe() }` so that it ends with the view.
     func observe() async {
         do {
-            for try await list in ledger.widgetListUpdates(limit: 20) {
+            for try await list in LedgerObservation.tracking({ try $0.widgetList(limit: 20) }).values(in: ledger) {
                 rows = list.items
                 badge = list.badge
             }
@@ -48,7 +48,7 @@ func scenePhaseChanged(to phase: ScenePhase) {
 /// one transaction, so a crash in between repeats nothing and loses nothing. Run it in a task
 /// that lives as long as the app (it ends when the task is cancelled).
 func runActionQueue(_ ledger: Ledger, perform: @Sendable (WidgetAction) async throws -> Void) async throws {
-    let host = try await ledger.consumer(named: "host-app")   // waits through a suspension too
+    let host = try await ledger.consumers.consumer(named: "host-app")   // waits through a suspension too
     for try await batch in host.batches(limit: 50) {
         var completions: [NewEvent] = []
         for event in batch.events where event.type == BuiltInEventType.widgetAction.rawValue {

@@ -4,7 +4,7 @@ import InboxLedger
 func inboxTour(sharedContainer: String) throws {
     // The widget: read what to show (one short read transaction), record a tap.
     let ledger = try Ledger(path: sharedContainer + "/inbox", options: LedgerOptions(role: "widget"))
-    let list = try ledger.widgetList(limit: 5)          // rows, unreadCount, badge, version
+    let list = try ledger.read({ try $0.widgetList(limit: 5) })          // rows, unreadCount, badge, version
     print(list.items.map(\.title), list.badge)
     try ledger.append(.widgetAction(WidgetAction(actionID: UUID().uuidString, kind: .markRead, target: "m42")))
 
@@ -13,7 +13,7 @@ func inboxTour(sharedContainer: String) throws {
     try ledger.append(.pushReceived(PushReceived(messageID: "m43")), key: "push-4711")
 
     // The host app: carry out widget actions exactly once.
-    let host = try ledger.consumer(named: "host-app")
+    let host = try ledger.consumers.consumer(named: "host-app")
     let batch = try host.next(limit: 50)
     let done = try batch.events.compactMap { e -> NewEvent? in
         guard case .widgetAction(let a) = try DomainEvent.decode(type: e.type, payload: e.payload) else { return nil }

@@ -6,7 +6,7 @@ import InboxLedger
 /// returns false when this push was recorded before (nothing was written the second time).
 func recordPush(pushID: String, messageID: String, title: String, sentAt: Date, in ledger: Ledger) throws -> Bool {
     let message = InboxMessage(id: messageID, title: title, sentAt: Timestamp(sentAt))   // not Timestamp(Date())
-    let receipt = try ledger.appendWithReceipt(.pushReceived(PushReceived(messageID: messageID, message: message)),
-                                               key: "push-" + pushID)
+    let receipt = try ledger.append(AppendRequest(.pushReceived(PushReceived(messageID: messageID, message: message)),
+                                               key: "push-" + pushID))
     return !receipt.isReplay
 }

@@ -15,7 +15,7 @@ import UserNotifications
 func exampleLedger() throws {
     let ledger = try Ledger(path: "/tmp/inbox", options: LedgerOptions(role: "app"))
     let seq = try ledger.append(NewEvent(type: "badge.adjusted", payload: Array(#"{"delta":1}"#.utf8)))
-    for event in try ledger.events(after: 0, limit: 10) { print(event.sequence, event.type) }
+    for event in try ledger.read({ try $0.events(after: 0, limit: 10) }) { print(event.sequence, event.type) }
     _ = seq
 }
 
@@ -90,17 +90,17 @@ func exampleAsyncRequest(_ ledger: Ledger) async throws {
 }
 
 func exampleAsyncReceipt(_ ledger: Ledger) async throws {
-    let receipt = try await ledger.appendWithReceipt(.badgeAdjusted(.delta(1)), key: "push-4711")
+    let receipt = try await ledger.append(AppendRequest(.badgeAdjusted(.delta(1)), key: "push-4711"))
     _ = receipt
 }
 
 func exampleAsyncWidgetList(_ ledger: Ledger) async throws {
-    let list = try await ledger.widgetList(limit: 5)
+    let list = try await ledger.read({ try $0.widgetList(limit: 5) })
     _ = list
 }
 
 func exampleAsyncHead(_ ledger: Ledger) async throws {
-    let head = try await ledger.headSequence()
+    let head = try await ledger.read({ try $0.head() })
     _ = head
 }
 
@@ -114,13 +114,13 @@ final class ExampleObserver {
     var rows: [WidgetItem] = []
 
     func observe(_ ledger: Ledger) async throws {
-        for try await list in ledger.widgetListUpdates(limit: 5) {
+        for try await list in LedgerObservation.tracking({ try $0.widgetList(limit: 5) }).values(in: ledger) {
             rows = list.items          // SwiftUI state, a widget reload, …
         }
     }
 
     func badges(_ ledger: Ledger) async throws {
-        for try await badge in ledger.badgeUpdates() { try await UNUserNotificationCenter.current().setBadgeCount(badge) }
+        for try await badge in LedgerObservation.tracking({ try $0.badge() }).values(in: ledger) { try await UNUserNotificationCenter.current().setBadgeCount(badge) }
     }
 }
 
@@ -132,7 +132,7 @@ func exampleLedgerEvent(_ ledger: Ledger) throws {
         var text: String
     }
     try ledger.append(NoteAdded(noteID: "n1", text: "Buy milk"), key: "note-n1")
-    let note = try ledger.events(after: 0).first { $0.type == NoteAdded.eventType }?.decode(as: NoteAdded.self)
+    let note = try ledger.read({ try $0.events(after: 0) }).first { $0.type == NoteAdded.eventType }?.decode(as: NoteAdded.self)
     _ = note
 }
 
@@ -144,7 +144,7 @@ func exampleCanonicalJSON() throws {
 func exampleTypedEvents(_ ledger: Ledger) throws {
     try ledger.append(contentsOf: [try NewEvent(NoteAdded(noteID: "n1", text: "Hi")), try NewEvent(NoteAdded(noteID: "n2", text: "Yo"))])
     try ledger.append(NoteAdded(noteID: "n1", text: "Buy milk"), key: "note-n1")
-    for event in try ledger.events(after: 0) where event.baseType == NoteAdded.eventType {
+    for event in try ledger.read({ try $0.events(after: 0) }) where event.baseType == NoteAdded.eventType {
         let note = try event.decode(as: NoteAdded.self)
         print(note.text)
     }
@@ -177,7 +177,7 @@ enum ExampleUpcasting {
 
 // Ledger+Changes.swift
 func exampleWaitForChange(_ ledger: Ledger, refreshWidget: () -> Void) async throws {
-    var seen = try await ledger.headSequence()
+    var seen = try await ledger.read({ try $0.head() })
     while true {
         seen = try await ledger.waitForChange(after: seen)
         refreshWidget()
@@ -202,7 +202,7 @@ func exampleCompactor(_ ledger: Ledger) throws {
 
 // Consumers/Consumer.swift
 func exampleConsumer(_ ledger: Ledger, completion: (Event) throws -> NewEvent) throws {
-    let host = try ledger.consumer(named: "host-app")
+    let host = try ledger.consumers.consumer(named: "host-app")
     let batch = try host.next(limit: 100)
     var completions: [NewEvent] = []
     for event in batch.events where event.type == "widget.action" { /* do the work */ completions.append(try completion(event)) }
@@ -211,7 +211,7 @@ func exampleConsumer(_ ledger: Ledger, completion: (Event) throws -> NewEvent) t
 
 // Consumers/ConsumerBatches.swift
 func exampleConsumerBatches(_ ledger: Ledger) async throws {
-    let host = try await ledger.consumer(named: "host-app")
+    let host = try await ledger.consumers.consumer(named: "host-app")
     for try await batch in host.batches(limit: 50) {
         var completions: [NewEvent] = []
         for event in batch.events where event.type == BuiltInEventType.widgetAction.rawValue {
@@ -223,7 +223,7 @@ func exampleConsumerBatches(_ ledger: Ledger) async throws {
 }
 
 func exampleAsyncConsumerOpening(_ ledger: Ledger) async throws {
-    let host = try await ledger.consumer(named: "host-app")
+    let host = try await ledger.consumers.consumer(named: "host-app")
     _ = host
 }
 
@@ -287,7 +287,7 @@ func exampleEventJSON() throws {
 
 // Ledger+Append.swift
 func exampleAppendRequest(_ ledger: Ledger) throws {
-    let head = try ledger.headSequence()
+    let head = try ledger.read({ try $0.head() })
     let request = AppendRequest(.badgeAdjusted(.delta(1)), key: "push-4711", expectingHead: head)
     let receipt = try ledger.append(request)
     print(receipt.sequences, receipt.isReplay)
@@ -300,7 +300,7 @@ func exampleAppendRequestReplay(_ ledger: Ledger) throws {
 }
 
 func exampleReceipt(_ ledger: Ledger, pushID: String) throws {
-    let receipt = try ledger.appendWithReceipt(.badgeAdjusted(.delta(1)), key: "push-" + pushID)
+    let receipt = try ledger.append(AppendRequest(.badgeAdjusted(.delta(1)), key: "push-" + pushID))
     if receipt.isReplay { print("push \(pushID) was counted before, as event \(receipt.sequences[0])") }
 }
 
@@ -311,47 +311,47 @@ func exampleRawAppend(_ ledger: Ledger) throws {
 
 func exampleKeyedAppend(_ ledger: Ledger) throws {
     try ledger.append(.badgeAdjusted(.delta(1)), key: "push-4711")
-    try ledger.append(contentsOf: [.badgeAdjusted(.set(0)), .messageRead(ReadChange(ids: ["m1"], read: true))])
+    try ledger.append(AppendRequest([.badgeAdjusted(.set(0)), .messageRead(ReadChange(ids: ["m1"], read: true))]))
 }
 
 func exampleReplay(_ ledger: Ledger) throws {
-    let receipt = try ledger.appendWithReceipt(.badgeAdjusted(.delta(1)), key: "push-4711")
+    let receipt = try ledger.append(AppendRequest(.badgeAdjusted(.delta(1)), key: "push-4711"))
     let counted = !receipt.isReplay   // false when the push was delivered before
     _ = counted
 }
 
 func exampleExpectingHead(_ ledger: Ledger, decision: NewEvent) throws {
-    let head = try ledger.headSequence()
-    let list = try ledger.widgetList(limit: 5)                 // decide on what was read…
-    try ledger.append(contentsOf: [decision], expectingHead: head) // …and write only if still true
+    let head = try ledger.read({ try $0.head() })
+    let list = try ledger.read({ try $0.widgetList(limit: 5) })                 // decide on what was read…
+    try ledger.append(AppendRequest([decision], expectingHead: head)).sequences // …and write only if still true
     _ = list
 }
 
 // Ledger+Read.swift
 func exampleIterator(_ ledger: Ledger, cursor: UInt64, handle: (Event) -> Void) throws {
-    var iterator = ledger.iterator(after: cursor)
+    var iterator = EventIterator(ledger, after: cursor)
     while let event = try iterator.next() { handle(event) }
 }
 
 // Ledger+Widget.swift
 func exampleWidgetList(_ ledger: Ledger) throws {
-    let list = try ledger.widgetList(limit: 5)
+    let list = try ledger.read({ try $0.widgetList(limit: 5) })
     for row in list.items { print(row.read ? " " : "•", row.title) }
     print("badge", list.badge)
 }
 
 func exampleLocalChanges(_ ledger: Ledger) throws {
-    for change in try ledger.localChanges() where change.kind == .removed {
+    for change in try ledger.read({ try $0.localChanges() }) where change.kind == .removed {
         print("archived here, the server still lists", change.id)
     }
 }
 
 // Verification/Ledger+Verify.swift and Ledger+VerifyProjections.swift
 func exampleVerify(_ ledger: Ledger) throws {
-    let report = try ledger.verify()
+    let report = try ledger.maintenance.verify()
     if !report.isHealthy { report.findings.forEach { print($0) } }
-    for problem in Ledger.damagedPages(at: "/tmp/inbox") { print(problem) }
-    if let mismatch = try ledger.verifyProjections() { print(mismatch) }
+    for problem in LedgerMaintenance.damagedPages(at: "/tmp/inbox") { print(problem) }
+    if let mismatch = try ledger.maintenance.verifyProjections() { print(mismatch) }
 }
 
 // AppProjections/LedgerProjection.swift (TaskList itself is in AppProjections.swift)
@@ -360,7 +360,7 @@ func exampleLedgerProjection(path: String) throws {
     options.projections = [TaskList.self]
     let ledger = try Ledger(path: path, options: options)
     try ledger.append(TaskDone(id: "t1"))                    // the row changes in the same transaction
-    let today = try ledger.projectionRows(TaskList.self, limit: 10)   // one short read transaction
+    let today = try ledger.read({ try $0.projection(TaskList.self).rows(limit: 10) })   // one short read transaction
     _ = today
 }
 
@@ -370,16 +370,16 @@ func exampleProjectionOrder(row: (done: Bool, priority: Int64, title: String)) -
 
 // AppProjections/Ledger+AppProjections.swift
 func exampleProjectionReads(_ ledger: Ledger) throws {
-    let task = try ledger.projectionRow(TaskList.self, "t1")
-    let firstTen = try ledger.projectionRows(TaskList.self, limit: 10)
-    let state = try ledger.projectionContents(TaskList.self, limit: 5)
+    let task = try ledger.read({ try $0.projection(TaskList.self).row("t1") })
+    let firstTen = try ledger.read({ try $0.projection(TaskList.self).rows(limit: 10) })
+    let state = try ledger.read({ try $0.projection(TaskList.self).contents(limit: 5) })
     print(state.document.open, state.rows.map(\.row.title))
     _ = (task, firstTen)
 }
 
 func exampleProjectionUpdates(_ ledger: Ledger) async throws {
     var tasks: [ProjectionRow<TaskList>] = []
-    for try await state in ledger.projectionUpdates(TaskList.self, limit: 5) { tasks = state.rows }
+    for try await state in LedgerObservation.tracking({ try $0.projection(TaskList.self).contents(limit: 5) }).removingDuplicates(by: { $0.sameState(as: $1) }).values(in: ledger) { tasks = state.rows }
     _ = tasks
 }
 

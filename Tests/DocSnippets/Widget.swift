@@ -23,7 +23,7 @@ struct InboxTimeline: TimelineProvider {
     private func currentEntry() -> InboxEntry {
         do {
             // One short read transaction; no lock or reader slot is held afterwards.
-            let list = try InboxStore.open(as: "widget").widgetList(limit: 5)
+            let list = try InboxStore.open(as: "widget").read { try $0.widgetList(limit: 5) }
             return InboxEntry(date: Date(), list: list)
         } catch {
             print("widget: \(error.localizedDescription)")

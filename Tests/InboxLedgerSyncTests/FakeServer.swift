@@ -160,7 +160,7 @@ func listing(_ ids: [String]) throws -> String {
 }
 
 /// The relay consumer's cursor (the blocking read: no await in an expectation).
-func relayCursor(_ ledger: Ledger) throws -> UInt64 { try ledger.consumer(named: "sync-relay").cursor() }
+func relayCursor(_ ledger: Ledger) throws -> UInt64 { try ledger.consumers.consumer(named: "sync-relay").cursor() }
 
 /// The relay consumer's next batch, read and not committed.
-func relayBatch(_ ledger: Ledger) throws -> ConsumerBatch { try ledger.consumer(named: "sync-relay").next(limit: 10) }
+func relayBatch(_ ledger: Ledger) throws -> ConsumerBatch { try ledger.consumers.consumer(named: "sync-relay").next(limit: 10) }

@@ -77,18 +77,18 @@ import Testing
         let client = try SyncClient(ledger: ledger, configuration: configuration(state: state), transport: server)
         let report = try await client.syncOnce()
         #expect(report.received == 3 && report.downCursor == 3)
-        let list = try await ledger.widgetList(limit: 10)
+        let list = try await ledger.read({ try $0.widgetList(limit: 10) })
         #expect(list.items.map(\.id) == ["m1"])
         #expect(list.items.first?.read == true)
-        let head = try await ledger.headSequence()
-        #expect(try await ledger.events(after: 0).map(\.key) == ["sync-down-alice-1", "sync-down-alice-2", "sync-down-alice-3"])
+        let head = try await ledger.read({ try $0.head() })
+        #expect(try await ledger.read({ try $0.events(after: 0) }).map(\.key) == ["sync-down-alice-1", "sync-down-alice-2", "sync-down-alice-3"])
 
         // The state file lost: the whole feed again, every entry a replay.
         try FileManager.default.removeItem(atPath: state)
         let again = try SyncClient(ledger: ledger, configuration: configuration(state: state), transport: server)
         let replay = try await again.syncOnce()
         #expect(replay.received == 3)
-        #expect(try await ledger.headSequence() == head)
+        #expect(try await ledger.read({ try $0.head() }) == head)
         // What came down is never sent back up.
         #expect(server.applied[ledger.metadata.ledgerID]?.isEmpty ?? true)
     }
@@ -109,7 +109,7 @@ import Testing
             _ = try await clientA.syncOnce()
             _ = try await clientB.syncOnce()
         }
-        let listA = try await a.widgetList(limit: 10), listB = try await b.widgetList(limit: 10)
+        let listA = try await a.read({ try $0.widgetList(limit: 10) }), listB = try await b.read({ try $0.widgetList(limit: 10) })
         #expect(listA.items.map(\.id) == ["m2", "m1"] || listA.items.map(\.id) == ["m1", "m2"])
         #expect(listA.items == listB.items)
         #expect(listA.unreadCount == listB.unreadCount && listA.badge == listB.badge)

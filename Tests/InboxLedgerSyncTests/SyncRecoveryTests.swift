@@ -101,12 +101,12 @@ import Testing
         var c = configuration(state: state)
         c.leaseRenewal = .milliseconds(20)
         let client = try SyncClient(ledger: ledger, configuration: c, transport: server)
-        let registered = try #require(try ledger.consumers().first { $0.name == "sync-relay" }).lastSeen
+        let registered = try #require(try ledger.consumers.list().first { $0.name == "sync-relay" }).lastSeen
         let loops = Task { await client.run() }
         var renewed = registered
         while renewed <= registered {
             try await Task.sleep(for: .milliseconds(10))
-            renewed = try #require(try ledger.consumers().first { $0.name == "sync-relay" }).lastSeen
+            renewed = try #require(try ledger.consumers.list().first { $0.name == "sync-relay" }).lastSeen
         }
         loops.cancel()
         await loops.value
@@ -137,7 +137,7 @@ import Testing
         let otherReport = try await otherClient.syncOnce()
         #expect(otherReport.sent == 6)
         #expect(strict.applied[other.metadata.ledgerID]?.count == 6)
-        let otherHead = try await other.headSequence()
+        let otherHead = try await other.read({ try $0.head() })
         #expect(try relayCursor(other) == otherHead)
     }
 
@@ -198,7 +198,7 @@ import Testing
         server.publish(type: "message.read", payload: #"{"ids":["x"],"read":true}"#)
         let report = try await client.syncOnce()
         #expect(report.received == 1)
-        let head = try await ledger.headSequence()
+        let head = try await ledger.read({ try $0.head() })
         #expect(report.upCursor == head)
         #expect(try relayCursor(ledger) == head)
         #expect(client.status.upLag == 0)

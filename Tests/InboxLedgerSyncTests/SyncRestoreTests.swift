@@ -19,14 +19,14 @@ import Testing
             "\(error)".contains("feed entry 2 of alice (message.read) cannot be applied")
         }
         // Nothing of the page, nothing after the entry: the cursor stays before it.
-        #expect(try await ledger.widgetList(limit: 10).items.isEmpty)
+        #expect(try await ledger.read({ try $0.widgetList(limit: 10) }).items.isEmpty)
         #expect(client.status.downCursor == 0)
 
         // The operator replaces the entry (docs/operations.md): everything comes down, in order.
         server.state.withLock { $0.feed[1].payload = #"{"ids":["m1"],"read":false}"# }
         let report = try await client.syncOnce()
         #expect(report.received == 3 && report.downCursor == 3)
-        #expect(try await ledger.widgetList(limit: 10).items.map(\.read) == [true])
+        #expect(try await ledger.read({ try $0.widgetList(limit: 10) }).items.map(\.read) == [true])
     }
 
     @Test func aLedgerRestoredBehindItsStateFileGetsTheFeedAgain() async throws {
@@ -36,7 +36,7 @@ import Testing
         let client = try SyncClient(ledger: ledger, configuration: configuration(state: state), transport: server)
         _ = try await client.syncOnce()
         let backup = NSTemporaryDirectory() + "/sync-backup-\(UUID().uuidString)"
-        try ledger.compactCopy(to: backup)
+        try ledger.maintenance.compactCopy(to: backup)
         defer { try? FileManager.default.removeItem(atPath: backup) }
         server.publish(type: "message.read", payload: #"{"ids":["m1"],"read":true}"#)
         _ = try await client.syncOnce()
@@ -49,7 +49,7 @@ import Testing
         #expect(again.status.downCursor == 0)
         let report = try await again.syncOnce()
         #expect(report.received == 2)
-        #expect(try await restored.widgetList(limit: 10).items.first { $0.id == "m1" }?.read == true)
+        #expect(try await restored.read({ try $0.widgetList(limit: 10) }).items.first { $0.id == "m1" }?.read == true)
         // The original ledger's own state file is still believed.
         #expect(try SyncClient(ledger: ledger, configuration: configuration(state: state), transport: server).status.downCursor == 2)
     }

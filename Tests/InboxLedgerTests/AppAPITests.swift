@@ -19,14 +19,14 @@ import TestSupport
             let second = try Ledger(path: path, options: LedgerOptions(role: "other"))
             _ = consume ledger
             #expect(FileManager.default.fileExists(atPath: path + "/data.mdb"))
-            #expect(try second.badge() == 2)
+            #expect(try second.read({ try $0.badge() }) == 2)
         }
         #expect(!path.isEmpty)
         #expect(!FileManager.default.fileExists(atPath: path), "the directory outlived its last handle")
         // Each call gets its own ledger.
         let a = try Ledger.temporary(), b = try Ledger.temporary()
         #expect(a.path != b.path)
-        #expect(try a.count() == 0 && b.count() == 0)
+        #expect(try a.read({ try $0.count() }) == 0 && b.read({ try $0.count() }) == 0)
     }
 
     @Test func anInjectedClockStampsCommitsAndDecidesExpiry() throws {
@@ -41,21 +41,21 @@ import TestSupport
             InboxMessage(id: "flash", title: "Flash sale", sentAt: start, expiresAt: expires),
             InboxMessage(id: "news", title: "News", sentAt: start),
         ])))
-        let stored = try ledger.events(after: 0, limit: 1)
+        let stored = try ledger.read({ try $0.events(after: 0, limit: 1) })
         #expect(stored.first?.timestampMicros == start.micros, "the commit was not stamped by the injected clock")
-        #expect(try ledger.widgetList().items.map(\.id) == ["flash", "news"] || ledger.widgetList().items.map(\.id) == ["news", "flash"])
-        #expect(try ledger.badge() == 2)
-        #expect(try ledger.widgetList().nextExpiry == expires)
+        #expect(try ledger.read({ try $0.widgetList() }).items.map(\.id) == ["flash", "news"] || ledger.read({ try $0.widgetList() }).items.map(\.id) == ["news", "flash"])
+        #expect(try ledger.read({ try $0.badge() }) == 2)
+        #expect(try ledger.read({ try $0.widgetList() }).nextExpiry == expires)
 
         clock.advance(seconds: 3599)
-        #expect(try ledger.widgetList().items.count == 2, "expired a second early")
+        #expect(try ledger.read({ try $0.widgetList() }).items.count == 2, "expired a second early")
         clock.advance(seconds: 1)
-        #expect(try ledger.widgetList().items.map(\.id) == ["news"], "the expired message is still shown")
-        #expect(try ledger.badge() == 1)
+        #expect(try ledger.read({ try $0.widgetList() }).items.map(\.id) == ["news"], "the expired message is still shown")
+        #expect(try ledger.read({ try $0.badge() }) == 1)
         // The next commit carries the clock's time.
         clock.set(Timestamp(iso8601: "2030-01-01T00:00:00Z")!)
         let seq = try ledger.append(.badgeAdjusted(.delta(1)))
-        #expect(try ledger.events(after: seq - 1, limit: 1).first?.timestampMicros == clock.now.micros)
+        #expect(try ledger.read({ try $0.events(after: seq - 1, limit: 1) }).first?.timestampMicros == clock.now.micros)
         #expect(LedgerClock.fixed(start).now() == start)
     }
 
@@ -66,10 +66,10 @@ import TestSupport
             InboxMessage(id: "m1", title: "Hello", subheading: "there", sentAt: sent, extras: ["k": "v"]),
         ])))
         try t.ledger.append(.widgetAction(WidgetAction(actionID: "a1", kind: .markRead, target: "m1")))
-        let list = try t.ledger.widgetList()
-        let actions = try t.ledger.pendingActions()
-        let events = try t.ledger.events(after: 0, limit: 10)
-        let message = try #require(try t.ledger.message(id: "m1"))
+        let list = try t.ledger.read({ try $0.widgetList() })
+        let actions = try t.ledger.read({ try $0.pendingActions() })
+        let events = try t.ledger.read({ try $0.events(after: 0, limit: 10) })
+        let message = try #require(try t.ledger.read({ try $0.message(id: "m1") }))
         #expect(list.items.map(\.id) == ["m1"])
         #expect(actions.map(\.id) == [2] && actions.first?.kind == .markRead)
         #expect(events.map(\.id) == [1, 2])
@@ -83,7 +83,7 @@ import TestSupport
         try roundTrip(actions)
         try roundTrip(events)
         try roundTrip(message)
-        try roundTrip(try t.ledger.consumer(named: "host").next())
+        try roundTrip(try t.ledger.consumers.consumer(named: "host").next())
         // Timestamps are ISO 8601 text in JSON, exact to the microsecond.
         #expect(String(decoding: try JSONEncoder().encode(sent), as: UTF8.self) == #""2026-11-22T08:00:00.25Z""#)
         #expect(throws: DecodingError.self) { try JSONDecoder().decode(Timestamp.self, from: Data(#""yesterday""#.utf8)) }

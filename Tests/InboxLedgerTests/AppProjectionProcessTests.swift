@@ -35,7 +35,7 @@ import Glibc
     /// Every event of the log from its first retained one, checking they are dense.
     func retained(_ ledger: Ledger) throws -> [Event] {
         var events: [Event] = []
-        var iterator = ledger.iterator(after: 0, pageSize: 4096)
+        var iterator = EventIterator(ledger, after: 0, pageSize: 4096)
         while let e = try iterator.next() {
             if let last = events.last { #expect(e.sequence == last.sequence + 1, "a gap before \(e.sequence)") }
             events.append(e)
@@ -199,7 +199,7 @@ import Glibc
                 _ = waitUntil { ackCount(ackPath) >= target || !p.process.isRunning }
                 #expect(p.process.isRunning, "round \(round): \(roles[k].role) ended early: \(p.stdoutSoFar.suffix(300))")
                 // A read while the others write: agrees with the log through its head.
-                let contents = try app.projectionContents(TaskList.self)
+                let contents = try app.read({ try $0.projection(TaskList.self).contents() })
                 let live = try model(.v1, try retained(app), through: contents.head)
                 expectAgrees(live, contents, "round \(round), live:")
                 if victims[k] {
@@ -231,7 +231,7 @@ import Glibc
             // Quiescent: the state read through a registered handle is the model of the whole log.
             let events = try retained(app)
             let expected = try model(.v1, events)
-            let contents = try app.projectionContents(TaskList.self)
+            let contents = try app.read({ try $0.projection(TaskList.self).contents() })
             #expect(contents.head == events.last?.sequence)
             expectAgrees(expected, contents, "round \(round):")
             for r in roles { checkAcknowledged(dir.child("\(r.role)-\(round).ack"), in: events, "round \(round) \(r.role)") }
@@ -243,13 +243,13 @@ import Glibc
         try fresh.append(TaskAdded(id: "t-last", title: "last", day: 0))
         let events = try retained(fresh)
         let expected = try model(.v1, events)
-        let contents = try fresh.projectionContents(TaskList.self)
+        let contents = try fresh.read({ try $0.projection(TaskList.self).contents() })
         expectAgrees(expected, contents)
-        let info = try #require(try fresh.projections().first)
+        let info = try #require(try fresh.projections.list().first)
         #expect(info.status == "ready" && info.version == 1)
         #expect(info.appliedThrough == events.last?.sequence)
         #expect(info.rows == expected.rows.count)
-        #expect(try fresh.verify().isHealthy)
+        #expect(try fresh.maintenance.verify().isHealthy)
     }
 
     // MARK: 2. Two versions at once
@@ -266,7 +266,7 @@ import Glibc
         let path = dir.child("ledger")
         let v1 = try open(path, "test-v1", [TaskList.self])
         try fill(v1, count: 300, tasks: 60, using: &generator)
-        expectAgrees(try model(.v1, try retained(v1)), try v1.projectionContents(TaskList.self))
+        expectAgrees(try model(.v1, try retained(v1)), try v1.read({ try $0.projection(TaskList.self).contents() }))
 
         let stop = dir.child("stop")
         // The old widget (version 1) appends TaskDone and reads; its reads succeed while version 1 is stored.
@@ -280,7 +280,7 @@ import Glibc
         let host = try Processes.start(agent, ["task-actor", path, "host", "2", String(generator.next() >> 1), dir.child("host.ack"), "-1", "0", "3", stop])
         defer { host.kill(); _ = try? host.wait(timeout: 30) }
         #expect(line(host, startingWith: "ready") != nil, "\(host.stdoutSoFar)")
-        let record = try #require(try v1.projections().first)
+        let record = try #require(try v1.projections.list().first)
         #expect(record.version == 2 && record.status == "ready", "\(record)")
         // Both versions append concurrently; the widget's reads are now refused.
         let widgetAcksAtV2 = ackCount(dir.child("widget.ack"))
@@ -290,7 +290,7 @@ import Glibc
         }
         print("AppProjectionProcessTests: version 1 appended \(ackCount(dir.child("widget.ack")) - widgetAcksAtV2) events after version 2 came (reads refused \(refusals(widget.stdoutSoFar).count) times), version 2 \(ackCount(dir.child("host.ack"))) events")
         // The test's version-1 handle: its reads are refused, its appends go through.
-        #expect(isUnavailable { _ = try v1.projectionContents(TaskList.self) })
+        #expect(isUnavailable { _ = try v1.read({ try $0.projection(TaskList.self).contents() }) })
         try v1.append(TaskDone(id: "t1"))
         _ = FileManager.default.createFile(atPath: stop, contents: nil)
         let outputs = try [widget, host, ext].map { try $0.wait(timeout: hangGuardSeconds) }
@@ -309,20 +309,20 @@ import Glibc
         var events = try retained(v2)
         #expect(Set(events.map(\.origin.role)).isSuperset(of: ["widget", "host", "extension", "test-v1"]))
         var expected = try model(.v2, events)
-        expectAgrees(expected, try v2.projectionContents(TaskListV2.self))
+        expectAgrees(expected, try v2.read({ try $0.projection(TaskListV2.self).contents() }))
         for name in ["widget", "host", "extension"] { checkAcknowledged(dir.child("\(name).ack"), in: events, name) }
         // Version 1's appends never touch the stored state: the record does not move.
         try v2.append(TaskAdded(id: "t-sync", title: "sync", day: 0))
-        let before = try #require(try v2.projections().first)
+        let before = try #require(try v2.projections.list().first)
         for i in 0..<5 { try v1.append(TaskDone(id: "t\(i)")) }
-        #expect(try v2.projections().first == before, "a version-1 append changed the version-2 record")
+        #expect(try v2.projections.list().first == before, "a version-1 append changed the version-2 record")
         events = try retained(v2)
         expected = try model(.v2, events)
-        expectAgrees(expected, try v2.projectionContents(TaskListV2.self))
+        expectAgrees(expected, try v2.read({ try $0.projection(TaskListV2.self).contents() }))
         // Version 1 reopened writable does not take the projection back.
         let v1Again = try open(path, "widget", [TaskList.self])
-        #expect(try v1Again.projections().first?.version == 2)
-        #expect(isUnavailable { _ = try v1Again.projectionRows(TaskList.self) })
+        #expect(try v1Again.projections.list().first?.version == 2)
+        #expect(isUnavailable { _ = try v1Again.read({ try $0.projection(TaskList.self).rows() }) })
     }
 
     // MARK: 3. Builds killed at random points
@@ -340,7 +340,7 @@ import Glibc
         let plain = try open(path, "test")
         let total = 30_000
         try fill(plain, count: total, tasks: 12_000, using: &generator)
-        #expect(try plain.projections().isEmpty)
+        #expect(try plain.projections.list().isEmpty)
         let readOnly = try open(path, "widget", [TaskList.self], readOnly: true)
 
         var kills = 0
@@ -354,26 +354,26 @@ import Glibc
                 #expect(output.status == 0, "round \(round): \(output.stderr)")
                 break  // the opening finished first (a fast machine): the final check still holds
             }
-            let after = try #require(try plain.projections().first)
+            let after = try #require(try plain.projections.list().first)
             if after.status == "ready" { break }  // killed between its last commit and its exit
             kills += 1
             #expect(after.status == "building" && after.appliedThrough >= killedAt.appliedThrough && after.appliedThrough >= progress,
                     "round \(round): \(after) after a kill at \(killedAt)")
             progress = after.appliedThrough
             // Half-built: reads are refused, never a partial state.
-            #expect(isUnavailable { _ = try readOnly.projectionContents(TaskList.self) }, "round \(round)")
+            #expect(isUnavailable { _ = try readOnly.read({ try $0.projection(TaskList.self).contents() }) }, "round \(round)")
         }
         #expect(kills > 0, "no build was killed mid-way")
         // The next opening finishes it.
         let final = try open(path, "app", [TaskList.self])
-        let info = try #require(try final.projections().first)
+        let info = try #require(try final.projections.list().first)
         let events = try retained(final)
         #expect(info.status == "ready" && info.version == 1 && info.builtFrom == 0)
         #expect(info.appliedThrough == events.last?.sequence)
         let expected = try model(.v1, events)
         #expect(info.rows == expected.rows.count)
-        expectAgrees(expected, try final.projectionContents(TaskList.self))
-        expectAgrees(expected, try readOnly.projectionContents(TaskList.self), "read-only handle:")
+        expectAgrees(expected, try final.read({ try $0.projection(TaskList.self).contents() }))
+        expectAgrees(expected, try readOnly.read({ try $0.projection(TaskList.self).contents() }), "read-only handle:")
     }
 
     /// A version bump killed while clearing the old state and then while building: version 1
@@ -387,8 +387,8 @@ import Glibc
         let plain = try open(path, "test")
         try fill(plain, count: 30_000, tasks: 15_000, using: &generator)
         let v1 = try open(path, "widget", [TaskList.self])  // builds version 1 here
-        #expect(try v1.projections().first?.status == "ready")
-        let v1Rows = try #require(try v1.projections().first?.rows)
+        #expect(try v1.projections.list().first?.status == "ready")
+        let v1Rows = try #require(try v1.projections.list().first?.rows)
         #expect(v1Rows > 5_000, "enough rows that clearing them takes many transactions")
 
         // Killed while clearing: tried a few times, the clearing being short on a fast machine.
@@ -404,15 +404,15 @@ import Glibc
                 #expect(output.status == 0, "\(output.stderr)")
                 break
             }
-            if try plain.projections().first?.status == "clearing" { clearingKills += 1 }
+            if try plain.projections.list().first?.status == "clearing" { clearingKills += 1 }
         }
         if clearingKills > 0 {
-            let record = try #require(try plain.projections().first)
+            let record = try #require(try plain.projections.list().first)
             #expect(record.version == 2 && record.status == "clearing")
             // The old widget: appends go through, reads refused, the record unchanged.
             try v1.append(TaskDone(id: "t1"))
-            #expect(isUnavailable { _ = try v1.projectionContents(TaskList.self) })
-            #expect(try plain.projections().first == record)
+            #expect(isUnavailable { _ = try v1.read({ try $0.projection(TaskList.self).contents() }) })
+            #expect(try plain.projections.list().first == record)
         }
         // Killed while building.
         var buildingKills = 0
@@ -427,20 +427,20 @@ import Glibc
             }
             buildingKills += 1
             try v1.append(TaskAdded(id: "t-old-\(round)", title: "from version 1", day: 3))
-            #expect(try plain.projections().first?.version == 2)
+            #expect(try plain.projections.list().first?.version == 2)
         }
         print("AppProjectionProcessTests: clearing kills \(clearingKills), building kills \(buildingKills)")
         #expect(clearingKills + buildingKills > 0, "no opening was killed mid-way")
 
         let v2 = try open(path, "app", [TaskListV2.self])
-        let info = try #require(try v2.projections().first)
+        let info = try #require(try v2.projections.list().first)
         let events = try retained(v2)
         #expect(info.version == 2 && info.status == "ready" && info.appliedThrough == events.last?.sequence)
         let expected = try model(.v2, events)
         #expect(info.rows == expected.rows.count)
-        expectAgrees(expected, try v2.projectionContents(TaskListV2.self))
+        expectAgrees(expected, try v2.read({ try $0.projection(TaskListV2.self).contents() }))
         // No row of version 1 survived the clearing.
-        #expect(try v2.projectionRows(TaskListV2.self).allSatisfy { !$0.row.done })
+        #expect(try v2.read({ try $0.projection(TaskListV2.self).rows() }).allSatisfy { !$0.row.done })
     }
 
     // MARK: 4. Compaction during a build
@@ -459,7 +459,7 @@ import Glibc
         let all = try retained(plain)
         // A consumer at the head keeps what is appended from now on (the model needs it), so
         // the compactor trims only the events written so far, as far as the build lets it.
-        _ = try plain.consumer(named: "model", startingAt: .end)
+        _ = try plain.consumers.consumer(named: "model", startingAt: .end)
 
         // A build stopped half-way (killed), then a compaction: it trims exactly up to the build's progress.
         let target = UInt64.random(in: 1_000...6_000, using: &generator)
@@ -519,7 +519,7 @@ import Glibc
         try expected.fold(tail)
         #expect(expected.through == tail.last?.sequence)
         let app = try open(path, "app", [TaskList.self])
-        expectAgrees(expected, try app.projectionContents(TaskList.self))
+        expectAgrees(expected, try app.read({ try $0.projection(TaskList.self).contents() }))
         checkAcknowledged(dir.child("writer.ack"), in: tail, "writer")
     }
 
@@ -564,7 +564,7 @@ import Glibc
         // At least one of the writer's events per four build transactions. Without the pause
         // between chunks, 0 to a few dozen got in (some only when the loaded machine preempted
         // the builder between two chunks); with it, hundreds to thousands, idle or loaded.
-        let buildTransactions = 40_000 / Ledger.projectionBuildChunk
+        let buildTransactions = 40_000 / ProjectionBuildPacing.chunk
         #expect(acksAtLastPoll - (acksAtFirstPoll ?? .max) >= buildTransactions / 4,
                 "\(acksAtLastPoll - (acksAtFirstPoll ?? 0)) appends of the other process acknowledged while the build ran")
 
@@ -574,7 +574,7 @@ import Glibc
         _ = waitUntil { ackCount(ackPaths[1]) >= 30 || !registered.process.isRunning }
         // Dropping it (an app that no longer registers it) deletes its entries in chunks too,
         // and the writer gets in between them. Then the opening below builds it again.
-        let dropTransactions = try #require(try plain.projections().first).rows * 2 / Ledger.projectionBuildChunk
+        let dropTransactions = try #require(try plain.projections.list().first).rows * 2 / ProjectionBuildPacing.chunk
         // A registered handle reads all along: a whole state (its rows, record and document
         // agree) or a refusal once the record is gone, never a half-dropped state.
         let widget = try open(path, "widget", [TaskList.self], readOnly: true)
@@ -584,7 +584,7 @@ import Glibc
             while !reads.stopped {
                 do throws(LedgerError) {
                     // What a widget shows: the first rows and the counts (a short read, many of them).
-                    let state = try widget.projectionContents(TaskList.self, limit: 3)
+                    let state = try widget.read({ try $0.projection(TaskList.self).contents(limit: 3) })
                     reads.record(state.document.open + state.document.done == state.rowCount && state.rows.count == min(3, state.rowCount)
                                  ? nil : "rowCount \(state.rowCount), \(state.rows.count) rows, document \(state.document)")
                 } catch {
@@ -600,7 +600,7 @@ import Glibc
         }
         _ = waitUntil { reads.count > 0 }
         let acksBeforeDrop = ackCount(ackPaths[0])
-        try plain.dropProjection(named: TaskList.name)
+        try plain.projections.drop(named: TaskList.name)
         let acksDuringDrop = ackCount(ackPaths[0]) - acksBeforeDrop
         _ = waitUntil { reads.refusedCount > 0 }
         reads.stop()
@@ -609,7 +609,7 @@ import Glibc
         #expect(reads.violations.isEmpty, "\(reads.violations.prefix(3))")
         print("AppProjectionProcessTests: \(acksDuringDrop) of the writer's events acknowledged during a drop of \(dropTransactions) transactions")
         #expect(acksDuringDrop >= max(1, dropTransactions / 4), "\(acksDuringDrop) appends of the other process acknowledged while the drop ran")
-        #expect(try plain.projections().isEmpty)
+        #expect(try plain.projections.list().isEmpty)
         _ = FileManager.default.createFile(atPath: stop, contents: nil)
         for p in [writer, registered] {
             let out = try p.wait(timeout: hangGuardSeconds)
@@ -625,8 +625,8 @@ import Glibc
         let events = try retained(plain)
         for ack in ackPaths { checkAcknowledged(ack, in: events, ack) }
         let app = try open(path, "app", [TaskList.self])
-        expectAgrees(try model(.v1, events), try app.projectionContents(TaskList.self))
-        let info = try #require(try app.projections().first)
+        expectAgrees(try model(.v1, events), try app.read({ try $0.projection(TaskList.self).contents() }))
+        let info = try #require(try app.projections.list().first)
         #expect(info.status == "ready" && info.builtFrom == 0)
     }
 }

@@ -44,7 +44,7 @@ import TestSupport
     }
 
     func check(_ ledger: Ledger, against model: TaskModel, _ note: Comment? = nil) throws {
-        let state = try ledger.projectionContents(TaskList.self)
+        let state = try ledger.read({ try $0.projection(TaskList.self).contents() })
         #expect(state.rows.map(\.key) == model.ordered.map(\.key), note)
         #expect(state.rows.map(\.row) == model.ordered.map(\.row), note)
         #expect(state.document == model.document, note)
@@ -66,20 +66,20 @@ import TestSupport
             default: event = NewEvent(type: "badge.adjusted", payload: Array(#"{"delta":1}"#.utf8))
             }
             let sequence = try ledger.append(contentsOf: [event])[0]
-            let stored = try ledger.event(at: sequence)
+            let stored = try ledger.read({ try $0.event(at: sequence) })
             try model.apply(try #require(stored))
             if step % 50 == 0 { try check(ledger, against: model, "step \(step)") }
         }
         try check(ledger, against: model)
-        let info = try #require(try ledger.projections().first)
+        let info = try #require(try ledger.projections.list().first)
         #expect(info.name == TaskList.name && info.version == 1 && info.status == "ready")
-        #expect(info.appliedThrough == (try ledger.headSequence()))
+        #expect(info.appliedThrough == (try ledger.read({ try $0.head() })))
         #expect(info.rows == model.rows.count)
         // A row, a range from an order, the document: each one read transaction.
         let someKey = try #require(model.rows.keys.sorted().first)
-        #expect(try ledger.projectionRow(TaskList.self, someKey) == model.rows[someKey])
+        #expect(try ledger.read({ try $0.projection(TaskList.self).row(someKey) }) == model.rows[someKey])
         let firstDone = model.ordered.firstIndex { $0.row.done } ?? model.ordered.count
-        let done = try ledger.projectionRows(TaskList.self, from: ProjectionOrder(.bool(true)), limit: 3)
+        let done = try ledger.read({ try $0.projection(TaskList.self).rows(from: ProjectionOrder(.bool(true)), limit: 3) })
         #expect(done.map(\.key) == Array(model.ordered[firstDone...].prefix(3)).map(\.key))
     }
 
@@ -87,7 +87,7 @@ import TestSupport
         let dir = TemporaryDirectory()
         let ledger = try Ledger(path: dir.child("l"), options: options("app"))
         try ledger.append(TaskAdded(id: "t1", title: "Milk", day: 1))
-        let head = try ledger.headSequence()
+        let head = try ledger.read({ try $0.head() })
         // A payload that does not decode as TaskDone: the projection's apply throws.
         let bad = NewEvent(type: TaskDone.eventType, payload: Array(#"{"task":"t1"}"#.utf8))
         #expect {
@@ -96,11 +96,11 @@ import TestSupport
             guard case LedgerError.projectionRejected(let name, let sequence, let type, _) = error else { return false }
             return name == TaskList.name && sequence == head + 2 && type == TaskDone.eventType
         }
-        #expect(try ledger.headSequence() == head, "nothing of the refused append is written")
-        #expect(try ledger.projectionRow(TaskList.self, "t2") == nil)
+        #expect(try ledger.read({ try $0.head() }) == head, "nothing of the refused append is written")
+        #expect(try ledger.read({ try $0.projection(TaskList.self).row("t2") }) == nil)
         // The next append goes through.
         try ledger.append(TaskDone(id: "t1"))
-        #expect(try ledger.projectionRow(TaskList.self, "t1")?.done == true)
+        #expect(try ledger.read({ try $0.projection(TaskList.self).row("t1") })?.done == true)
     }
 
     @Test func aHandleWithoutTheProjectionAppendsAndTheStateStillAgreesWithTheLog() throws {
@@ -113,14 +113,14 @@ import TestSupport
         try plain.append(TaskDone(id: "t1"))
         try plain.append(TaskAdded(id: "t2", title: "Eggs", day: 0))
         // Reads apply what is missing in memory; the stored record still says 1.
-        #expect(try app.projections().first?.appliedThrough == 1)
-        #expect(try app.projectionRow(TaskList.self, "t1")?.done == true)
-        #expect(try app.projectionRows(TaskList.self).map(\.key) == ["t2", "t1"])
-        #expect(try app.projectionDocument(TaskList.self) == TaskList.Document(open: 1, done: 1))
+        #expect(try app.projections.list().first?.appliedThrough == 1)
+        #expect(try app.read({ try $0.projection(TaskList.self).row("t1") })?.done == true)
+        #expect(try app.read({ try $0.projection(TaskList.self).rows() }).map(\.key) == ["t2", "t1"])
+        #expect(try app.read({ try $0.projection(TaskList.self).document() }) == TaskList.Document(open: 1, done: 1))
         // The registered handle's next append applies them for good.
         try app.append(TaskRemoved(id: "t2"))
-        #expect(try app.projections().first?.appliedThrough == 4)
-        #expect(try app.projectionContents(TaskList.self).rows.map(\.key) == ["t1"])
+        #expect(try app.projections.list().first?.appliedThrough == 4)
+        #expect(try app.read({ try $0.projection(TaskList.self).contents() }).rows.map(\.key) == ["t1"])
     }
 
     @Test func aNewVersionRebuildsAndAnOlderProcessNeitherWritesNorReadsIt() throws {
@@ -130,19 +130,19 @@ import TestSupport
         try v1.append(TaskAdded(id: "t1", title: "Milk", day: 1))
         try v1.append(TaskAdded(id: "t2", title: "Eggs", day: 2))
         try v1.append(TaskDone(id: "t1"))
-        #expect(try v1.projectionRows(TaskList.self).map(\.key) == ["t2", "t1"])
+        #expect(try v1.read({ try $0.projection(TaskList.self).rows() }).map(\.key) == ["t2", "t1"])
         // The updated app opens with version 2: rebuilt from the log.
         let v2 = try Ledger(path: path, options: options("app", [TaskListV2.self]))
-        #expect(try v2.projectionRows(TaskListV2.self).map(\.key) == ["t2"])
-        #expect(try v2.projectionDocument(TaskListV2.self) == TaskList.Document(open: 1, done: 1))
+        #expect(try v2.read({ try $0.projection(TaskListV2.self).rows() }).map(\.key) == ["t2"])
+        #expect(try v2.read({ try $0.projection(TaskListV2.self).document() }) == TaskList.Document(open: 1, done: 1))
         // The old widget still runs version 1: its appends go through, its reads are refused.
         try v1.append(TaskDone(id: "t2"))
-        #expect(throws: LedgerError.self) { try v1.projectionRows(TaskList.self) }
-        #expect(try v2.projectionRows(TaskListV2.self).isEmpty)
-        #expect(try v2.projectionDocument(TaskListV2.self) == TaskList.Document(open: 0, done: 2))
+        #expect(throws: LedgerError.self) { try v1.read({ try $0.projection(TaskList.self).rows() }) }
+        #expect(try v2.read({ try $0.projection(TaskListV2.self).rows() }).isEmpty)
+        #expect(try v2.read({ try $0.projection(TaskListV2.self).document() }) == TaskList.Document(open: 0, done: 2))
         // Reopening version 1 does not take the projection back.
         let v1Again = try Ledger(path: path, options: options("widget"))
-        #expect(try v1Again.projections().first?.version == 2)
+        #expect(try v1Again.projections.list().first?.version == 2)
     }
 
     @Test func badRegistrationsAreRefusedAtOpenWithNothingWritten() throws {
@@ -185,7 +185,7 @@ import TestSupport
             guard case LedgerError.projectionRejected(let name, _, _, let reason) = error else { return false }
             return name == "ratios" && reason.contains("JSON")
         }
-        #expect(try ledger.headSequence() == 0)
+        #expect(try ledger.read({ try $0.head() }) == 0)
     }
 
     @Test func compactionKeepsWhatAProjectionHasNotAppliedAndSnapshotsCarryItsState() throws {
@@ -199,9 +199,9 @@ import TestSupport
         policy.retainedTail = 0
         let report = try Compactor(ledger: plain, policy: policy).runOnce()
         #expect(report.blockers.contains(.projection(name: TaskList.name, through: 20)))
-        #expect(try plain.firstSequence() == 21, "the five events the projection has not applied stay")
-        #expect(try app.projectionDocument(TaskList.self) == TaskList.Document(open: 15, done: 5))
-        let snapshot = try #require(try plain.snapshots().last)
+        #expect(try plain.read({ try $0.firstSequence() }) == 21, "the five events the projection has not applied stay")
+        #expect(try app.read({ try $0.projection(TaskList.self).document() }) == TaskList.Document(open: 15, done: 5))
+        let snapshot = try #require(try plain.maintenance.snapshots().last)
         #expect(snapshot.rows > 40, "the snapshot holds the app projection's rows too")
     }
 
@@ -213,20 +213,20 @@ import TestSupport
         let plain = try Ledger(path: path, options: LedgerOptions(role: "cli"))
         try plain.append(contentsOf: [NewEvent(type: TaskDone.eventType, payload: Array(#"{"task":"t1"}"#.utf8))])
         #expect {
-            try app.projectionRows(TaskList.self)
+            try app.read({ try $0.projection(TaskList.self).rows() })
         } throws: { error in
             guard case LedgerError.projectionUnavailable(let name, let reason) = error else { return false }
             return name == TaskList.name && reason.contains("event 2")
         }
         // The handle's next append records the failure; the append itself goes through.
         try app.append(TaskAdded(id: "t2", title: "Eggs", day: 2))
-        let info = try #require(try app.projections().first)
+        let info = try #require(try app.projections.list().first)
         #expect(info.status == "failed" && info.failure?.contains("event 2") == true && info.appliedThrough == 1)
         #expect(info.failure?.components(separatedBy: "event 2").count == 2, "the event is named once: \(info.failure ?? "")")
         // verify says so (a warning: the store is not damaged, the projection cannot be read).
-        let report = try app.verify()
+        let report = try app.maintenance.verify()
         #expect(report.warnings.contains { if case .appProjectionFailed(TaskList.name, let reason) = $0 { reason.contains("event 2") } else { false } }, "\(report.warnings)")
-        #expect(throws: LedgerError.self) { try app.projectionDocument(TaskList.self) }
+        #expect(throws: LedgerError.self) { try app.read({ try $0.projection(TaskList.self).document() }) }
         // A version that reads only what it can decode rebuilds it.
         struct Tolerant: LedgerProjection {
             typealias Row = TaskList.Row
@@ -242,8 +242,8 @@ import TestSupport
             }
         }
         let v2 = try Ledger(path: path, options: options("app", [Tolerant.self]))
-        #expect(try v2.projectionRows(Tolerant.self).map(\.key) == ["t1", "t2"])
-        #expect(try v2.projections().first?.status == "ready")
+        #expect(try v2.read({ try $0.projection(Tolerant.self).rows() }).map(\.key) == ["t1", "t2"])
+        #expect(try v2.projections.list().first?.status == "ready")
     }
 
     @Test func droppingAProjectionDeletesItsStateAndLetsCompactionTrim() throws {
@@ -256,8 +256,8 @@ import TestSupport
         var policy = CompactionPolicy()
         policy.retainedTail = 0
         #expect(try Compactor(ledger: plain, policy: policy).runOnce().blockers.contains(.projection(name: TaskList.name, through: 10)))
-        try plain.dropProjection(named: TaskList.name)
-        #expect(try plain.projections().isEmpty)
+        try plain.projections.drop(named: TaskList.name)
+        #expect(try plain.projections.list().isEmpty)
         let dump = try plain.read("count") { tables -> Int in
             var n = 0
             try tables.projections.scan(.apps, from: []) { _, _ in n += 1; return true }
@@ -265,7 +265,7 @@ import TestSupport
         }
         #expect(dump == 0, "no row, index entry, document or record is left")
         #expect(try Compactor(ledger: plain, policy: policy).runOnce().blockers.isEmpty)
-        #expect(try plain.firstSequence() == 14)
-        try plain.dropProjection(named: TaskList.name)  // again: nothing to do
+        #expect(try plain.read({ try $0.firstSequence() }) == 14)
+        try plain.projections.drop(named: TaskList.name)  // again: nothing to do
     }
 }

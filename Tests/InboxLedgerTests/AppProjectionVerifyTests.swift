@@ -64,11 +64,11 @@ import LMDB
         // Events the projection has not applied yet (a process without it appended them).
         try plain.append(TaskDone(id: "t0"))
         for ledger in [app, plain] {
-            let report = try ledger.verify()
+            let report = try ledger.maintenance.verify()
             #expect(report.isHealthy, "\(report.findings)")
         }
         try app.append(TaskDone(id: "t2"))
-        #expect(try app.verify().isHealthy)
+        #expect(try app.maintenance.verify().isHealthy)
     }
 
     @Test func aRowWhoseValueDiffersFromTheEventsIsFoundByTheRebuildOnly() throws {
@@ -85,8 +85,8 @@ import LMDB
             try txn.put(table, key: AppProjectionKeys.row(TaskList.name, "t3"), value: AppProjectionRow.encode(order: row.order, json: json))
         }
         let plain = try Ledger(path: path, options: LedgerOptions(role: "cli"))
-        #expect(try plain.verify().isHealthy, "without the app's code only the structure is checked")
-        let report = try app.verify()
+        #expect(try plain.maintenance.verify().isHealthy, "without the app's code only the structure is checked")
+        let report = try app.maintenance.verify()
         #expect(problems(report).count == 1, "\(report.findings)")
         let problem = try #require(problems(report).first)
         #expect(problem.hasPrefix("row 't3' differs from a rebuild"), "\(problem)")
@@ -109,8 +109,8 @@ import LMDB
             meta.rows -= 1
             try txn.put(table, key: metaKey, value: try meta.encoded())
         }
-        #expect(try Ledger(path: path, options: LedgerOptions(role: "cli")).verify().isHealthy)
-        let missing = try app.verify()
+        #expect(try Ledger(path: path, options: LedgerOptions(role: "cli")).maintenance.verify().isHealthy)
+        let missing = try app.maintenance.verify()
         #expect(problems(missing).first?.hasPrefix("row 't5' is missing (a rebuild has") == true, "\(missing.findings)")
 
         // Restored by hand, then the document changed.
@@ -122,12 +122,12 @@ import LMDB
             meta.rows += 1
             try txn.put(table, key: metaKey, value: try meta.encoded())
         }
-        let restored = try app.verify()
+        let restored = try app.maintenance.verify()
         #expect(restored.isHealthy, "\(restored.findings)")
         try damage(path) { txn, table in
             try txn.put(table, key: AppProjectionKeys.document(TaskList.name), value: Array(#"{"done":4,"open":99}"#.utf8))
         }
-        let problem = try #require(problems(try app.verify()).first)
+        let problem = try #require(problems(try app.maintenance.verify()).first)
         #expect(problem.hasPrefix("the document differs from a rebuild"), "\(problem)")
         #expect(problem.contains("99"))
     }
@@ -150,7 +150,7 @@ import LMDB
         }
         let plain = try Ledger(path: path, options: LedgerOptions(role: "cli"))
         for ledger in [plain, app] {
-            let found = problems(try ledger.verify())
+            let found = problems(try ledger.maintenance.verify())
             #expect(found.contains { $0.hasPrefix("row 't0' is not JSON") }, "\(found)")
             // t0's old index entry (its order was not empty) names it at another order, and its
             // new order (empty) has no entry.
@@ -169,7 +169,7 @@ import LMDB
         let path = dir.child("l")
         let app = try Ledger(path: path, options: options("app"))
         try populate(app)
-        let head = try app.headSequence()
+        let head = try app.read({ try $0.head() })
         try damage(path) { txn, table in
             let metaKey = AppProjectionKeys.meta(TaskList.name)
             var meta = try AppProjectionMeta.decode(try #require(try txn.get(table, key: metaKey)), path: path)
@@ -180,7 +180,7 @@ import LMDB
             try txn.put(table, key: AppProjectionKeys.meta("broken"), value: Array("{".utf8))
             try txn.put(table, key: AppProjectionKeys.document("orphan"), value: Array("{}".utf8))
         }
-        let report = try Ledger(path: path, options: LedgerOptions(role: "cli")).verify()
+        let report = try Ledger(path: path, options: LedgerOptions(role: "cli")).maintenance.verify()
         let found = problems(report)
         #expect(found.contains("its record counts 13 rows, the table holds 11"), "\(found)")
         #expect(found.contains("its record is applied through \(head + 5), past the head \(head)"), "\(found)")
@@ -193,28 +193,28 @@ import LMDB
         let path = dir.child("l")
         let app = try Ledger(path: path, options: options("app"))
         try populate(app)
-        let trimmedThrough = try app.headSequence()
+        let trimmedThrough = try app.read({ try $0.head() })
         // A process without the projection compacts everything: the projection applied it all.
         let plain = try Ledger(path: path, options: LedgerOptions(role: "compactor"))
         var policy = CompactionPolicy()
         policy.retainedTail = 0
         let report = try Compactor(ledger: plain, policy: policy).runOnce()
         #expect(report.trimmed?.upperBound == trimmedThrough, "\(report.blockers)")
-        #expect(try app.firstSequence() > 1)
-        #expect(try app.projections().first?.builtFrom == 0, "its events before the log's start are gone: only the snapshot has them")
+        #expect(try app.read({ try $0.firstSequence() }) > 1)
+        #expect(try app.projections.list().first?.builtFrom == 0, "its events before the log's start are gone: only the snapshot has them")
         // Events after the trim: some applied by the app, some by nobody yet.
         try app.append(TaskDone(id: "t0"))
         try app.append(TaskAdded(id: "t20", title: "new", day: 0))
         try plain.append(TaskRemoved(id: "t2"))
         for ledger in [app, plain] {
-            let verified = try ledger.verify()
+            let verified = try ledger.maintenance.verify()
             #expect(verified.isHealthy, "\(verified.findings)")
         }
         // A second compaction: a newer snapshot, the first one possibly deleted.
         try app.append(TaskDone(id: "t3"))
         try Compactor(ledger: plain, policy: policy).runOnce()
         try app.append(TaskDone(id: "t5"))
-        let again = try app.verify()
+        let again = try app.maintenance.verify()
         #expect(again.isHealthy, "\(again.findings)")
 
         // A row changed behind its back is still found, rebuilt from the snapshot.
@@ -225,7 +225,7 @@ import LMDB
         try damage(path) { txn, table in
             try txn.put(table, key: AppProjectionKeys.row(TaskList.name, "t20"), value: AppProjectionRow.encode(order: row.order, json: json))
         }
-        let forged = try app.verify()
+        let forged = try app.maintenance.verify()
         #expect(problems(forged).first?.hasPrefix("row 't20' differs from a rebuild") == true, "\(forged.findings)")
     }
 
@@ -241,14 +241,14 @@ import LMDB
         policy.retainedTail = 0
         let first = try Compactor(ledger: plain, policy: policy).runOnce()
         #expect(first.snapshotSequence == 100 && first.trimmed?.upperBound == 50)
-        #expect(try app.verify().isHealthy)
+        #expect(try app.maintenance.verify().isHealthy)
         // Caught up, then trimmed through 90 with the snapshot at 100 kept (it covers 90): the
         // events 51–90 this projection would need are gone, and no snapshot holds it past 50.
         try app.append(TaskAdded(id: "t99", title: "last", day: 1))
         policy.retainedTail = 11
         let second = try Compactor(ledger: plain, policy: policy).runOnce()
         #expect(second.trimmed?.upperBound == 90 && !second.snapshotWritten, "\(second)")
-        let report = try app.verify()
+        let report = try app.maintenance.verify()
         #expect(report.isHealthy, "\(report.findings)")
         #expect(report.warnings.contains { if case .appProjectionNotRebuilt(TaskList.name, _) = $0 { true } else { false } }, "\(report.warnings)")
     }
@@ -266,14 +266,14 @@ import LMDB
         try plain.append(TaskDone(id: "t30"))
         // Version 2 is built from what the log still holds (after the trim).
         let v2 = try Ledger(path: path, options: options("app", [TaskListV2.self]))
-        let info = try #require(try v2.projections().first)
-        let first = try v2.firstSequence()
+        let info = try #require(try v2.projections.list().first)
+        let first = try v2.read({ try $0.firstSequence() })
         #expect(info.version == 2 && info.builtFrom == first - 1)
         try v2.append(TaskAdded(id: "t31", title: "latest", day: 2))
-        let v2Report = try v2.verify()
+        let v2Report = try v2.maintenance.verify()
         #expect(v2Report.isHealthy, "\(v2Report.findings)")
         // Version 1 no longer matches what is stored: it is not compared (nor reported).
-        #expect(try v1.verify().isHealthy)
+        #expect(try v1.maintenance.verify().isHealthy)
     }
 
     @Test func aProjectionBeingClearedHasOnlyItsRecordCheckedAndIsRebuiltByTheNextOpening() throws {
@@ -283,7 +283,7 @@ import LMDB
         do {
             let app = try Ledger(path: path, options: options("app"))
             try populate(app)
-            rows = try app.projectionRows(TaskList.self)
+            rows = try app.read({ try $0.projection(TaskList.self).rows() })
         }
         // What a drop (or a new version's build) killed between two of its transactions leaves:
         // the record says `clearing`, part of the state is gone, the rest is still there.
@@ -298,13 +298,13 @@ import LMDB
             _ = try txn.delete(table, key: AppProjectionKeys.order(TaskList.name, t4.order, "t4"))
         }
         let plain = try Ledger(path: path, options: LedgerOptions(role: "cli"))
-        let report = try plain.verify()
+        let report = try plain.maintenance.verify()
         #expect(report.isHealthy, "\(report.findings)")
-        #expect(try plain.projections().first?.status == "clearing")
+        #expect(try plain.projections.list().first?.status == "clearing")
         // The app's next writable opening clears what is left and builds it again.
         let app = try Ledger(path: path, options: options("app"))
-        #expect(try app.projectionRows(TaskList.self) == rows)
-        let rebuilt = try app.verify()
+        #expect(try app.read({ try $0.projection(TaskList.self).rows() }) == rows)
+        let rebuilt = try app.maintenance.verify()
         #expect(rebuilt.isHealthy, "\(rebuilt.findings)")
     }
 
@@ -314,9 +314,9 @@ import LMDB
         let app = try Ledger(path: path, options: options("app"))
         try populate(app)
         let plain = try Ledger(path: path, options: LedgerOptions(role: "cli"))
-        try plain.dropProjection(named: TaskList.name)
-        #expect(try plain.projections().isEmpty)
-        #expect(try plain.verify().isHealthy)
+        try plain.projections.drop(named: TaskList.name)
+        #expect(try plain.projections.list().isEmpty)
+        #expect(try plain.maintenance.verify().isHealthy)
     }
 
     @Test func theStoredLayoutIsTheDocumentedOne() throws {

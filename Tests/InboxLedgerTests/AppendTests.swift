@@ -10,9 +10,9 @@ import LMDB
         #expect(try t.ledger.append(event()) == 1)
         #expect(try t.ledger.append(contentsOf: [event(), event(), event()]) == [2, 3, 4])
         #expect(try t.ledger.append(contentsOf: []) == [])
-        #expect(try t.ledger.headSequence() == 4)
-        #expect(try t.ledger.count() == 4)
-        let events = try t.ledger.events(after: 0, limit: 10)
+        #expect(try t.ledger.read({ try $0.head() }) == 4)
+        #expect(try t.ledger.read({ try $0.count() }) == 4)
+        let events = try t.ledger.read({ try $0.events(after: 0, limit: 10) })
         #expect(events.map(\.sequence) == [1, 2, 3, 4])
         #expect(events.allSatisfy { $0.origin.role == "widget" && $0.origin.pid == getpid() })
         #expect(events.allSatisfy { $0.timestampMicros > 1_700_000_000_000_000 })
@@ -21,13 +21,13 @@ import LMDB
     @Test func readsByRangeAndIterator() throws {
         let t = try TestLedger()
         for i in 1...25 { try t.ledger.append(event("t", #"{"i":\#(i)}"#)) }
-        #expect(try t.ledger.events(after: 20, limit: 100).map(\.sequence) == [21, 22, 23, 24, 25])
-        #expect(try t.ledger.events(after: 3, limit: 2).map(\.sequence) == [4, 5])
-        #expect(try t.ledger.events(after: 25).isEmpty)
-        #expect(try t.ledger.events(after: UInt64.max).isEmpty)
-        #expect(try t.ledger.event(at: 7)?.payload == Array(#"{"i":7}"#.utf8))
-        #expect(try t.ledger.event(at: 26) == nil)
-        var iterator = t.ledger.iterator(after: 0, pageSize: 4)
+        #expect(try t.ledger.read({ try $0.events(after: 20, limit: 100) }).map(\.sequence) == [21, 22, 23, 24, 25])
+        #expect(try t.ledger.read({ try $0.events(after: 3, limit: 2) }).map(\.sequence) == [4, 5])
+        #expect(try t.ledger.read({ try $0.events(after: 25) }).isEmpty)
+        #expect(try t.ledger.read({ try $0.events(after: UInt64.max) }).isEmpty)
+        #expect(try t.ledger.read({ try $0.event(at: 7) })?.payload == Array(#"{"i":7}"#.utf8))
+        #expect(try t.ledger.read({ try $0.event(at: 26) }) == nil)
+        var iterator = EventIterator(t.ledger, after: 0, pageSize: 4)
         var seen: [UInt64] = []
         while let e = try iterator.next() { seen.append(e.sequence) }
         #expect(seen == Array(1...25))
@@ -49,8 +49,8 @@ import LMDB
         for (bad, expected) in cases {
             #expect(throws: expected) { try t.ledger.append(contentsOf: [event(), bad, event()]) }
         }
-        #expect(try t.ledger.headSequence() == 1)
-        #expect(try t.ledger.count() == 1)
+        #expect(try t.ledger.read({ try $0.head() }) == 1)
+        #expect(try t.ledger.read({ try $0.count() }) == 1)
     }
 
     @Test func oversizedEventIsRejected() throws {
@@ -62,7 +62,7 @@ import LMDB
             guard case LedgerError.eventTooLarge(1, let size, 1000) = error else { return false }
             return size > 1000
         }
-        #expect(try t.ledger.count() == 0)
+        #expect(try t.ledger.read({ try $0.count() }) == 0)
         let fits = NewEvent(type: "t", payload: [UInt8](repeating: 1, count: 1000 - 36 - 1 - 3))
         #expect(try t.ledger.append(fits) == 1)
     }
@@ -73,8 +73,8 @@ import LMDB
         try t.ledger.append(event())
         let retry = try t.ledger.append(event("badge.adjusted", #"{"delta":1}"#, key: "push-1"))
         #expect(retry == first)
-        #expect(try t.ledger.count() == 2)
-        #expect(try t.ledger.event(at: first)?.key == "push-1")
+        #expect(try t.ledger.read({ try $0.count() }) == 2)
+        #expect(try t.ledger.read({ try $0.event(at: first) })?.key == "push-1")
     }
 
     @Test func reusedKeyWithOtherContentIsAConflictAndTheBatchIsNotWritten() throws {
@@ -86,19 +86,19 @@ import LMDB
         #expect(throws: LedgerError.idempotencyConflict(key: "push-1", existingSequence: first)) {
             try t.ledger.append(event("com.example.badge", #"{"delta":1}"#, key: "push-1"))
         }
-        #expect(try t.ledger.count() == 1)
-        #expect(try t.ledger.headSequence() == 1)
+        #expect(try t.ledger.read({ try $0.count() }) == 1)
+        #expect(try t.ledger.read({ try $0.head() }) == 1)
     }
 
     @Test func keysRepeatedInsideOneBatch() throws {
         let t = try TestLedger()
         let seqs = try t.ledger.append(contentsOf: [event("a", "1", key: "k"), event("b"), event("a", "1", key: "k")])
         #expect(seqs == [1, 2, 1])
-        #expect(try t.ledger.count() == 2)
+        #expect(try t.ledger.read({ try $0.count() }) == 2)
         #expect(throws: LedgerError.invalidEvent(index: 1, field: "key", reason: "'j' is used twice in the batch with different content")) {
             try t.ledger.append(contentsOf: [event("a", "1", key: "j"), event("a", "2", key: "j")])
         }
-        #expect(try t.ledger.count() == 2)
+        #expect(try t.ledger.read({ try $0.count() }) == 2)
     }
 
     @Test func keysSurviveReopening() throws {
@@ -118,19 +118,19 @@ import LMDB
         record[record.count / 2] ^= 0x40
         try env.write { try $0.put(events, key: key, value: record) }
         #expect {
-            try t.ledger.event(at: 3)
+            try t.ledger.read({ try $0.event(at: 3) })
         } throws: { error in
             guard case LedgerError.corruptRecord(3, let reason) = error else { return false }
             return reason.contains("checksum mismatch")
         }
         #expect {
-            try t.ledger.events(after: 0)
+            try t.ledger.read({ try $0.events(after: 0) })
         } throws: { error in
             guard case LedgerError.corruptRecord(3, _) = error else { return false }
             return true
         }
-        #expect(try t.ledger.event(at: 2)?.sequence == 2)
-        #expect(try t.ledger.events(after: 3).map(\.sequence) == [4, 5])
+        #expect(try t.ledger.read({ try $0.event(at: 2) })?.sequence == 2)
+        #expect(try t.ledger.read({ try $0.events(after: 3) }).map(\.sequence) == [4, 5])
     }
 
     @Test func statisticsCountByTypeAndOrigin() throws {
@@ -140,7 +140,7 @@ import LMDB
         options.durability = .none
         let widget = try Ledger(path: t.path, options: options)
         try widget.append(event("a"))
-        let stats = try t.ledger.statistics()
+        let stats = try t.ledger.maintenance.statistics()
         #expect(stats.headSequence == 4)
         #expect(stats.firstSequence == 1)
         #expect(stats.eventCount == 4)
@@ -155,7 +155,7 @@ import LMDB
         for mode in LedgerDurability.allCases {
             let t = try TestLedger(durability: mode)
             try t.ledger.append(contentsOf: [event(), event()])
-            #expect(try t.ledger.count() == 2)
+            #expect(try t.ledger.read({ try $0.count() }) == 2)
         }
     }
 
@@ -165,8 +165,8 @@ import LMDB
         for i in 0..<100 {
             try t.ledger.append(contentsOf: (0..<20).map { j in event("t", #"{"i":\#(i * 20 + j),"p":"\#(pad)"}"#) })
         }
-        #expect(try t.ledger.count() == 2000)
-        #expect(try t.ledger.statistics().mapBytes > 256 << 10)
+        #expect(try t.ledger.read({ try $0.count() }) == 2000)
+        #expect(try t.ledger.maintenance.statistics().mapBytes > 256 << 10)
     }
 
     @Test func fullStoreIsATypedErrorAndLosesNothing() throws {
@@ -183,8 +183,8 @@ import LMDB
             return true
         }
         #expect(committed > 0)
-        #expect(try t.ledger.count() == committed)
-        #expect(try t.ledger.headSequence() == UInt64(committed))
+        #expect(try t.ledger.read({ try $0.count() }) == committed)
+        #expect(try t.ledger.read({ try $0.head() }) == UInt64(committed))
     }
 }
 
@@ -193,7 +193,7 @@ import LMDB
         let t = try TestLedger(durability: .durable)
         let threads = 8
         let perThread = 200
-        let before = try t.ledger.statistics().lastTransactionID
+        let before = try t.ledger.maintenance.statistics().lastTransactionID
         let results = ResultsBox(count: threads)
         let group = DispatchGroup()
         for thread in 0..<threads {
@@ -214,13 +214,13 @@ import LMDB
         #expect(Set(all) == Set(1...UInt64(threads * perThread)))
         // Each thread's own events are in its order.
         for seqs in results.all { #expect(seqs == seqs.sorted()) }
-        for e in try t.ledger.events(after: 0, limit: 10_000) {
+        for e in try t.ledger.read({ try $0.events(after: 0, limit: 10_000) }) {
             let text = String(decoding: e.payload, as: UTF8.self)
             let thread = results.all.firstIndex { $0.contains(e.sequence) }
             #expect(thread.map { text.contains(#""thread":\#($0),"#) } == true)
         }
         // Fewer commits than appends: callers were coalesced.
-        let commits = try t.ledger.statistics().lastTransactionID - before
+        let commits = try t.ledger.maintenance.statistics().lastTransactionID - before
         #expect(commits < threads * perThread)
     }
 }

@@ -50,14 +50,14 @@ import TestSupport
             for _ in 0..<32 { group.addTask { for _ in 0..<5 { try await Task.sleep(for: .milliseconds(2)) } } }
             try await group.waitForAll()
         }
-        let list = try await ledger.widgetList()
+        let list = try await ledger.read({ try $0.widgetList() })
         #expect(list.version == 0)
-        #expect(try await ledger.headSequence() == 1, "the appends did not wait for the write lock")
+        #expect(try await ledger.read({ try $0.head() }) == 1, "the appends did not wait for the write lock")
         staller.kill()
         let sequences = try await appends.value
         #expect(sequences.sorted() == Array(2...65))
         // They were committed together (group commit), not one transaction each.
-        let commits = Set(try await ledger.events(after: 1, limit: 100).map(\.timestampMicros))
+        let commits = Set(try await ledger.read({ try $0.events(after: 1, limit: 100) }).map(\.timestampMicros))
         #expect(commits.count <= 3, "64 waiting appends took \(commits.count) commits")
     }
 
@@ -67,15 +67,15 @@ import TestSupport
         defer { staller.kill(); _ = try? staller.wait(timeout: 10) }
         // The first append is taken by the commit leader, which waits for the lock.
         let first = Task { try await ledger.append(event("first")) }
-        try await waitUntil { ledger.commitQueue.progress.leading }
+        try await waitUntil { ledger.log.commitQueue.progress.leading }
         let queued = (0..<10).map { i in Task { try await ledger.append(event("queued", #"{"i":\#(i)}"#)) } }
-        try await waitUntil { ledger.commitQueue.progress.asyncWaiting == 10 }
+        try await waitUntil { ledger.log.commitQueue.progress.asyncWaiting == 10 }
         for task in queued.prefix(5) { task.cancel() }
         // Cancelled requests return at once, while the other process still holds the lock.
         for task in queued.prefix(5) {
             await #expect(throws: CancellationError.self) { try await task.value }
         }
-        #expect(try await ledger.headSequence() == 1)
+        #expect(try await ledger.read({ try $0.head() }) == 1)
         // The one whose commit had started is not cancelled by cancelling its task.
         first.cancel()
         staller.kill()
@@ -83,7 +83,7 @@ import TestSupport
         var kept: [UInt64] = []
         for task in queued.suffix(5) { kept.append(try await task.value) }
         #expect(kept.sorted() == Array(3...7))
-        let stored = try await ledger.events(after: 1).map { String(decoding: $0.payload, as: UTF8.self) }
+        let stored = try await ledger.read({ try $0.events(after: 1) }).map { String(decoding: $0.payload, as: UTF8.self) }
         #expect(stored.count == 6 && !stored.contains(#"{"i":0}"#) && stored.contains(#"{"i":9}"#))
         // A task cancelled before it asks appends nothing at all.
         let early = Task {
@@ -92,7 +92,7 @@ import TestSupport
         }
         early.cancel()
         await #expect(throws: CancellationError.self) { try await early.value }
-        #expect(try await ledger.headSequence() == 7)
+        #expect(try await ledger.read({ try $0.head() }) == 7)
     }
 
     @Test func asyncReadsAndConsumersReturnWhatTheBlockingOnesDo() async throws {
@@ -101,17 +101,17 @@ import TestSupport
             InboxMessage(id: "m1", title: "Hi", sentAt: Timestamp(iso8601: "2026-11-22T08:00:00Z")!),
         ])))
         try await t.ledger.append(.widgetAction(WidgetAction(actionID: "a", kind: .openMessage, target: "m1")))
-        let syncList = try { () throws(LedgerError) in try t.ledger.widgetList() }()
-        #expect(try await t.ledger.widgetList() == syncList)
-        #expect(try await t.ledger.badge() == 1)
-        #expect(try await t.ledger.pendingActions().map(\.actionID) == ["a"])
-        #expect(try await t.ledger.events(after: 0).count == 2)
-        let host = try await t.ledger.consumer(named: "host")
+        let syncList = try { () throws(LedgerError) in try t.ledger.read({ try $0.widgetList() }) }()
+        #expect(try await t.ledger.read({ try $0.widgetList() }) == syncList)
+        #expect(try await t.ledger.read({ try $0.badge() }) == 1)
+        #expect(try await t.ledger.read({ try $0.pendingActions() }).map(\.actionID) == ["a"])
+        #expect(try await t.ledger.read({ try $0.events(after: 0) }).count == 2)
+        let host = try await t.ledger.consumers.consumer(named: "host")
         let batch = try await host.next()
         #expect(batch.events.count == 2)
         try await host.commit(batch, appending: [try DomainEvent.actionCompleted(ActionCompletion(actionID: "a", outcome: .done)).newEvent()])
         #expect(try host.cursor() == 2)
-        #expect(try await t.ledger.pendingActions().isEmpty)
+        #expect(try await t.ledger.read({ try $0.pendingActions() }).isEmpty)
         // A stale batch is a conflict, as in the blocking form.
         await #expect(throws: LedgerError.consumerConflict(name: "host", expected: 0, actual: 2)) { try await host.commit(batch) }
     }

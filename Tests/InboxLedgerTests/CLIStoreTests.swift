@@ -14,7 +14,7 @@ private func notesLedger(_ dir: TemporaryDirectory, count: Int) throws -> String
         try ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [
             InboxMessage(id: "m1", title: "Hello", sentAt: Timestamp(micros: 1_790_000_000_000_000)),
         ])))
-        _ = try ledger.consumer(named: "host")
+        _ = try ledger.consumers.consumer(named: "host")
     }
 }
 
@@ -169,9 +169,9 @@ private func readingCommands(_ path: String) -> [[String]] {
         let ledger = try Ledger(path: dir.child("l"), options: LedgerOptions(role: "app"))
         try ledger.append(contentsOf: (0..<300).map { NewEvent(type: "app.note", payload: Array(#"{"i":\#($0)}"#.utf8)) })
         _ = try Compactor(ledger: ledger, policy: policy(tail: 100, chunk: 100)).runOnce()
-        let first = try ledger.firstSequence()
+        let first = try ledger.read({ try $0.firstSequence() })
         #expect(first == 201)
-        let late = try ledger.consumer(named: "late")
+        let late = try ledger.consumers.consumer(named: "late")
         #expect(try late.cursor() == first - 1)
         let batch = try late.next(limit: 5)
         #expect(batch.events.map(\.sequence) == Array(first..<(first + 5)))
@@ -180,7 +180,7 @@ private func readingCommands(_ path: String) -> [[String]] {
         // On a log never trimmed it is 0, and `.end` is still the head.
         let other = try Ledger(path: dir.child("fresh"), options: LedgerOptions(role: "app"))
         try other.append(NewEvent(type: "app.note", payload: Array("{}".utf8)))
-        #expect(try other.consumer(named: "a").cursor() == 0)
-        #expect(try ledger.consumer(named: "b", startingAt: .end).cursor() == 300)
+        #expect(try other.consumers.consumer(named: "a").cursor() == 0)
+        #expect(try ledger.consumers.consumer(named: "b", startingAt: .end).cursor() == 300)
     }
 }

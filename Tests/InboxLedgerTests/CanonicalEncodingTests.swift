@@ -144,15 +144,15 @@ import TestSupport
                 continue
             }
             let jsonSeq = try json.ledger.append(NewEvent(type: event.type, payload: try EventJSON.canonicalize(Array(text.utf8)), key: key))
-            let a = try #require(try typed.ledger.event(at: typedSeq)), b = try #require(try json.ledger.event(at: jsonSeq))
+            let a = try #require(try typed.ledger.read({ try $0.event(at: typedSeq) })), b = try #require(try json.ledger.read({ try $0.event(at: jsonSeq) }))
             #expect(a.payload == b.payload && a.type == b.type, "\(event.type): \(String(decoding: a.payload, as: UTF8.self)) vs \(String(decoding: b.payload, as: UTF8.self))")
             // The same event again through the other path is a retry, not a conflict.
             #expect(try typed.ledger.append(try EventJSON.parse(#"{"type":"\#(event.type)","key":"\#(key)","data":\#(text)}"#)) == typedSeq)
             #expect(try json.ledger.append(event, key: key) == jsonSeq)
         }
-        #expect(try typed.ledger.verifyProjections() == nil && json.ledger.verifyProjections() == nil)
+        #expect(try typed.ledger.maintenance.verifyProjections() == nil && json.ledger.maintenance.verifyProjections() == nil)
         // The same lists (commit times aside: two ledgers, two clocks).
-        var a = try typed.ledger.widgetList(limit: 100), b = try json.ledger.widgetList(limit: 100)
+        var a = try typed.ledger.read({ try $0.widgetList(limit: 100) }), b = try json.ledger.read({ try $0.widgetList(limit: 100) })
         a.updatedAt = nil
         b.updatedAt = nil
         #expect(a == b)

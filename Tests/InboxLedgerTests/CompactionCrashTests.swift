@@ -11,12 +11,12 @@ import TestSupport
     /// first sequence to the head, and the consumer's events are all there.
     func checkHealthy(_ path: String, head: UInt64, consumerCursor: UInt64, context: String) throws {
         let ledger = try Ledger(path: path)
-        #expect(try ledger.verifyProjections() == nil, "\(context)")
-        #expect(try ledger.headSequence() == head, "\(context)")
-        let first = try ledger.firstSequence()
+        #expect(try ledger.maintenance.verifyProjections() == nil, "\(context)")
+        #expect(try ledger.read({ try $0.head() }) == head, "\(context)")
+        let first = try ledger.read({ try $0.firstSequence() })
         #expect(first <= consumerCursor + 1, "\(context): trimmed past a live consumer")
         var expected = first
-        var iterator = ledger.iterator(after: first - 1, pageSize: 1000)
+        var iterator = EventIterator(ledger, after: first - 1, pageSize: 1000)
         while let e = try iterator.next() {
             #expect(e.sequence == expected, "\(context)")
             expected += 1
@@ -34,7 +34,7 @@ import TestSupport
             let path = dir.child("ledger")
             let ledger = try Ledger(path: path)
             try appendMixed(ledger, count: 600, seed: 99)
-            let consumer = try ledger.consumer(named: "host")
+            let consumer = try ledger.consumers.consumer(named: "host")
             try consumer.commit(try consumer.next(limit: 450))
             // An earlier compaction, so there is an old snapshot to prune.
             try Compactor(ledger: ledger, policy: policy(tail: 500)).runOnce()
@@ -48,8 +48,8 @@ import TestSupport
             let rerun = try Processes.run(agent, ["compact", path, "20", "50"])
             #expect(rerun.status == 0, "\(context): \(rerun.stderr)")
             try checkHealthy(path, head: 700, consumerCursor: 650, context: context + ", rerun")
-            #expect(try ledger.firstSequence() == 651, "\(context)")
-            #expect(try ledger.snapshots().count <= 2, "\(context)")
+            #expect(try ledger.read({ try $0.firstSequence() }) == 651, "\(context)")
+            #expect(try ledger.maintenance.snapshots().count <= 2, "\(context)")
         }
     }
 
@@ -70,14 +70,14 @@ import TestSupport
         }
         let last = try Processes.run(agent, ["compact", path, "10", "7"])
         #expect(last.status == 0, "\(last.stderr)")
-        #expect(try ledger.firstSequence() == head - 10 + 1)
+        #expect(try ledger.read({ try $0.firstSequence() }) == head - 10 + 1)
     }
 
     @Test func writersReaderConsumerAndTwoCompactorsAtOnce() throws {
         let dir = TemporaryDirectory()
         let path = dir.child("ledger")
         let ledger = try Ledger(path: path)
-        _ = try ledger.consumer(named: "checker")
+        _ = try ledger.consumers.consumer(named: "checker")
         try appendMixed(ledger, count: 50, seed: 1)
         let perWriter = 3000
         let writers = try (0..<3).map { w in
@@ -91,13 +91,13 @@ import TestSupport
             let out = try p.wait(timeout: 300)
             #expect(out.status == 0, "\(out.stdout) \(out.stderr)")
         }
-        #expect(try ledger.verifyProjections() == nil)
-        #expect(try ledger.headSequence() == UInt64(50 + 3 * perWriter))
+        #expect(try ledger.maintenance.verifyProjections() == nil)
+        #expect(try ledger.read({ try $0.head() }) == UInt64(50 + 3 * perWriter))
         // Every acknowledged event of every writer that compaction has not trimmed is there.
-        let first = try ledger.firstSequence()
+        let first = try ledger.read({ try $0.firstSequence() })
         for w in 0..<3 {
             for seq in acknowledged(dir.child("ack\(w)")).values.flatMap({ $0 }) where seq >= first {
-                #expect(try ledger.event(at: seq) != nil)
+                #expect(try ledger.read({ try $0.event(at: seq) }) != nil)
             }
         }
         // The compactor really trimmed while the others ran.
@@ -120,7 +120,7 @@ import TestSupport
                 NewEvent(type: "app.note", payload: Array(#"{"n":\#(n),"i":\#(i),"pad":"\#(String(repeating: "y", count: 200))"}"#.utf8))
             })
             try compactor.runOnce()
-            return try ledger.statistics().fileBytes
+            return try ledger.maintenance.statistics().fileBytes
         }
         _ = try cycle(0)
         // A reader opens a transaction and is killed inside it: its slot pins old pages.
@@ -134,6 +134,6 @@ import TestSupport
         var sizes: [Int] = []
         for n in 2..<10 { sizes.append(try cycle(n)) }
         #expect(sizes.allSatisfy { Double($0) <= 1.5 * Double(afterKill) }, "after the kill \(afterKill), then \(sizes)")
-        #expect(try ledger.statistics().readers.allSatisfy(\.isAlive))
+        #expect(try ledger.maintenance.statistics().readers.allSatisfy(\.isAlive))
     }
 }

@@ -35,48 +35,48 @@ func appendMixed(_ ledger: Ledger, count: Int, seed: UInt64) throws {
     @Test func trimsToTheTailOnASnapshotAndKeepsTheProjections() throws {
         let t = try TestLedger()
         try appendMixed(t.ledger, count: 2000, seed: 1)
-        let before = try t.ledger.widgetList(limit: 100)
-        let pendingBefore = try t.ledger.pendingActions(limit: 1000)
+        let before = try t.ledger.read({ try $0.widgetList(limit: 100) })
+        let pendingBefore = try t.ledger.read({ try $0.pendingActions(limit: 1000) })
         let report = try Compactor(ledger: t.ledger, policy: policy(tail: 100, chunk: 150)).runOnce()
         #expect(report.trimmed == 1...1900)
         #expect(report.eventsTrimmed == 1900)
         #expect(report.chunks == 13)
         #expect(report.snapshotWritten && report.snapshotSequence == 2000)
         #expect(report.blockers == [.retainedTail(through: 1900)])
-        #expect(try t.ledger.firstSequence() == 1901)
-        #expect(try t.ledger.headSequence() == 2000)
-        #expect(try t.ledger.count() == 100)
-        #expect(try t.ledger.widgetList(limit: 100) == before)
-        #expect(try t.ledger.pendingActions(limit: 1000) == pendingBefore)
-        #expect(try t.ledger.verifyProjections() == nil)
+        #expect(try t.ledger.read({ try $0.firstSequence() }) == 1901)
+        #expect(try t.ledger.read({ try $0.head() }) == 2000)
+        #expect(try t.ledger.read({ try $0.count() }) == 100)
+        #expect(try t.ledger.read({ try $0.widgetList(limit: 100) }) == before)
+        #expect(try t.ledger.read({ try $0.pendingActions(limit: 1000) }) == pendingBefore)
+        #expect(try t.ledger.maintenance.verifyProjections() == nil)
         // Counters now count what the log holds.
-        let stats = try t.ledger.statistics()
+        let stats = try t.ledger.maintenance.statistics()
         #expect(stats.countsByType.values.reduce(0, +) == 100)
         #expect(stats.countsByOrigin.values.reduce(0, +) == 100)
         // Appending goes on, densely, and the rebuild still matches.
         try appendMixed(t.ledger, count: 50, seed: 2)
-        #expect(try t.ledger.events(after: 0, limit: 1).first?.sequence == 1901)
-        #expect(try t.ledger.headSequence() == 2050)
-        #expect(try t.ledger.verifyProjections() == nil)
+        #expect(try t.ledger.read({ try $0.events(after: 0, limit: 1) }).first?.sequence == 1901)
+        #expect(try t.ledger.read({ try $0.head() }) == 2050)
+        #expect(try t.ledger.maintenance.verifyProjections() == nil)
     }
 
     @Test func dryRunWritesNothing() throws {
         let t = try TestLedger()
         try appendMixed(t.ledger, count: 300, seed: 3)
-        let c = try t.ledger.consumer(named: "host")
+        let c = try t.ledger.consumers.consumer(named: "host")
         try c.commit(try c.next(limit: 120))
         let report = try Compactor(ledger: t.ledger, policy: policy(tail: 10)).runOnce(dryRun: true)
         #expect(report.dryRun)
         #expect(report.trimmed == 1...120)
         #expect(report.blockers.contains(.consumer(name: "host", cursor: 120)))
-        #expect(try t.ledger.firstSequence() == 1)
-        #expect(try t.ledger.snapshots().isEmpty)
+        #expect(try t.ledger.read({ try $0.firstSequence() }) == 1)
+        #expect(try t.ledger.maintenance.snapshots().isEmpty)
     }
 
     @Test func liveConsumersHoldTrimmingBackUntilTheirLeaseExpires() throws {
         let t = try TestLedger()
         try appendMixed(t.ledger, count: 500, seed: 4)
-        let slow = try t.ledger.consumer(named: "slow")
+        let slow = try t.ledger.consumers.consumer(named: "slow")
         try slow.commit(try slow.next(limit: 200))
         var report = try Compactor(ledger: t.ledger, policy: policy(lease: 3600)).runOnce()
         #expect(report.trimmed == 1...200)
@@ -91,7 +91,7 @@ func appendMixed(_ ledger: Ledger, count: Int, seed: UInt64) throws {
         // It rebases: cursor to the head; pending actions are still in the projection.
         #expect(try slow.rebase() == 500)
         #expect(try slow.next().events.isEmpty)
-        #expect(try t.ledger.verifyProjections() == nil)
+        #expect(try t.ledger.maintenance.verifyProjections() == nil)
     }
 
     @Test func idempotencyKeysOutliveTheirEventsForTheWindow() throws {
@@ -99,7 +99,7 @@ func appendMixed(_ ledger: Ledger, count: Int, seed: UInt64) throws {
         let original = try t.ledger.append(.badgeAdjusted(.delta(1)), key: "push-1")
         try appendMixed(t.ledger, count: 20, seed: 5)
         try Compactor(ledger: t.ledger, policy: policy(keys: 3600)).runOnce()
-        #expect(try t.ledger.event(at: original) == nil)
+        #expect(try t.ledger.read({ try $0.event(at: original) }) == nil)
         #expect(try t.ledger.append(.badgeAdjusted(.delta(1)), key: "push-1") == original)
         #expect(throws: LedgerError.idempotencyConflict(key: "push-1", existingSequence: original)) {
             try t.ledger.append(.badgeAdjusted(.delta(2)), key: "push-1")
@@ -118,8 +118,8 @@ func appendMixed(_ ledger: Ledger, count: Int, seed: UInt64) throws {
             try appendMixed(t.ledger, count: 100, seed: UInt64(10 + round))
             try Compactor(ledger: t.ledger, policy: policy(keep: 2)).runOnce()
         }
-        #expect(try t.ledger.snapshots().map(\.sequence) == [300, 400])
-        #expect(try t.ledger.verifyProjections() == nil)
+        #expect(try t.ledger.maintenance.snapshots().map(\.sequence) == [300, 400])
+        #expect(try t.ledger.maintenance.verifyProjections() == nil)
     }
 
     @Test func aSecondCompactorWaitsForTheLease() throws {
@@ -146,7 +146,7 @@ func appendMixed(_ ledger: Ledger, count: Int, seed: UInt64) throws {
         let row = try #require(try env.read { txn in try txn.withCursor(snapshots) { try $0.last() } })
         try env.write { try $0.put(snapshots, key: row.key, value: row.value + [1]) }
         #expect {
-            try t.ledger.verifyProjections()
+            try t.ledger.maintenance.verifyProjections()
         } throws: { error in
             guard case LedgerError.corruptStore(_, let reason) = error else { return false }
             return reason.contains("fails its checksum")
@@ -163,7 +163,7 @@ func appendMixed(_ ledger: Ledger, count: Int, seed: UInt64) throws {
             })
             try appendMixed(t.ledger, count: 100, seed: UInt64(cycle))
             try compactor.runOnce()
-            sizes.append(try t.ledger.statistics().fileBytes)
+            sizes.append(try t.ledger.maintenance.statistics().fileBytes)
         }
         let firstCycle = sizes[0]
         #expect(sizes.allSatisfy { Double($0) <= 1.5 * Double(firstCycle) }, "sizes \(sizes)")
@@ -177,8 +177,8 @@ func appendMixed(_ ledger: Ledger, count: Int, seed: UInt64) throws {
         let a = try TestLedger(), b = try TestLedger()
         var rng = SeededGenerator(seed: seed)
         let names = ["host", "sync", "audit"]
-        let ca = try names.map { try a.ledger.consumer(named: $0) }
-        let cb = try names.map { try b.ledger.consumer(named: $0) }
+        let ca = try names.map { try a.ledger.consumers.consumer(named: $0) }
+        let cb = try names.map { try b.ledger.consumers.consumer(named: $0) }
         var round = 0
         for _ in 0..<40 {
             round += 1
@@ -200,14 +200,14 @@ func appendMixed(_ ledger: Ledger, count: Int, seed: UInt64) throws {
                 try Compactor(ledger: a.ledger, policy: policy(tail: tail, chunk: Int.random(in: 1...40, using: &rng))).runOnce()
             }
             // The twins commit at different instants: compare everything but commit times.
-            let la = try a.ledger.widgetList(limit: 100), lb = try b.ledger.widgetList(limit: 100)
+            let la = try a.ledger.read({ try $0.widgetList(limit: 100) }), lb = try b.ledger.read({ try $0.widgetList(limit: 100) })
             #expect(la.items == lb.items && la.unreadCount == lb.unreadCount && la.badge == lb.badge, "seed \(seed) round \(round)")
             #expect(la.version == lb.version && la.pendingActions == lb.pendingActions, "seed \(seed) round \(round)")
-            func actions(_ l: Ledger) throws -> [String] { try l.pendingActions(limit: 1000).map { "\($0.sequence) \($0.actionID) \($0.kind) \($0.target ?? "")" } }
+            func actions(_ l: Ledger) throws -> [String] { try l.read({ try $0.pendingActions(limit: 1000) }).map { "\($0.sequence) \($0.actionID) \($0.kind) \($0.target ?? "")" } }
             #expect(try actions(a.ledger) == actions(b.ledger), "seed \(seed) round \(round)")
-            #expect(try a.ledger.headSequence() == b.ledger.headSequence())
+            #expect(try a.ledger.read({ try $0.head() }) == b.ledger.read({ try $0.head() }))
         }
-        #expect(try a.ledger.verifyProjections() == nil)
+        #expect(try a.ledger.maintenance.verifyProjections() == nil)
         // Every consumer still gets, from its cursor, what the twin gives it.
         for k in names.indices {
             let ra = try ca[k].next(limit: 100_000), rb = try cb[k].next(limit: 100_000)
@@ -230,7 +230,7 @@ func appendMixed(_ ledger: Ledger, count: Int, seed: UInt64) throws {
         let worker = Task { try await compactor.run(checkEvery: .seconds(24 * 3600)) }
         try appendMixed(t.ledger, count: 50, seed: 1)
         try await Task.sleep(for: .milliseconds(100))
-        #expect(try t.ledger.firstSequence() == 1)  // under the trigger: nothing trimmed
+        await #expect(try t.ledger.read({ try $0.firstSequence() }) == 1)  // under the trigger: nothing trimmed
         try appendMixed(t.ledger, count: 100, seed: 2)
         // Woken by the appends (change notification), not by the timer: wait for the run to
         // finish, however slow a loaded machine is.
@@ -248,10 +248,10 @@ func appendMixed(_ ledger: Ledger, count: Int, seed: UInt64) throws {
             return first
         }
         #expect(trimmed, "no compaction within \(Int(hangGuardSeconds)) s: a hang")
-        #expect(try t.ledger.firstSequence() > 1)
-        #expect(try t.ledger.count() < 150)
+        await #expect(try t.ledger.read({ try $0.firstSequence() }) > 1)
+        await #expect(try t.ledger.read({ try $0.count() }) < 150)
         worker.cancel()
         _ = await worker.result
-        #expect(try t.ledger.verifyProjections() == nil)
+        #expect(try t.ledger.maintenance.verifyProjections() == nil)
     }
 }

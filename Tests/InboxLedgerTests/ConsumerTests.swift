@@ -9,7 +9,7 @@ import LMDB
         let t = try TestLedger()
         try t.ledger.append(.widgetAction(WidgetAction(actionID: "a1", kind: .markTaskDone, target: "t1")))
         try t.ledger.append(.widgetAction(WidgetAction(actionID: "a2", kind: .markTaskDone, target: "t2")))
-        let host = try t.ledger.consumer(named: "host-app")
+        let host = try t.ledger.consumers.consumer(named: "host-app")
         let batch = try host.next(limit: 10)
         #expect(batch.after == 0)
         #expect(batch.events.map(\.sequence) == [1, 2])
@@ -17,7 +17,7 @@ import LMDB
         let receipt = try host.commit(batch, appending: completions)
         #expect(receipt.sequences == [3, 4])
         #expect(try host.cursor() == 2)
-        #expect(try t.ledger.pendingActions().isEmpty)
+        #expect(try t.ledger.read({ try $0.pendingActions() }).isEmpty)
         // Next time it sees its own completions, then nothing.
         let next = try host.next()
         #expect(next.events.map(\.type) == ["action.completed", "action.completed"])
@@ -29,8 +29,8 @@ import LMDB
     @Test func aSecondInstanceThatReadTheSameBatchCannotCommitIt() throws {
         let t = try TestLedger()
         try t.ledger.append(.widgetAction(WidgetAction(actionID: "a1", kind: .markTaskDone, target: "t1")))
-        let first = try t.ledger.consumer(named: "host-app")
-        let second = try t.ledger.consumer(named: "host-app")
+        let first = try t.ledger.consumers.consumer(named: "host-app")
+        let second = try t.ledger.consumers.consumer(named: "host-app")
         let b1 = try first.next()
         let b2 = try second.next()
         let done = try DomainEvent.actionCompleted(ActionCompletion(actionID: "a1", outcome: .done)).newEvent()
@@ -39,26 +39,26 @@ import LMDB
             try second.commit(b2, appending: [done])
         }
         // Exactly one completion was recorded.
-        #expect(try t.ledger.events().filter { $0.type == "action.completed" }.count == 1)
+        #expect(try t.ledger.read({ try $0.events() }).filter { $0.type == "action.completed" }.count == 1)
     }
 
     @Test func aFailedCommitWritesNothing() throws {
         let t = try TestLedger()
         try t.ledger.append(event())
         try t.ledger.append(event("t", "1", key: "k"))
-        let c = try t.ledger.consumer(named: "c")
+        let c = try t.ledger.consumers.consumer(named: "c")
         let batch = try c.next()
         #expect(throws: LedgerError.idempotencyConflict(key: "k", existingSequence: 2)) {
             try c.commit(batch, appending: [event("t", "2", key: "k")])
         }
         #expect(try c.cursor() == 0)
-        #expect(try t.ledger.count() == 2)
+        #expect(try t.ledger.read({ try $0.count() }) == 2)
     }
 
     @Test func startingAtTheEndSkipsHistory() throws {
         let t = try TestLedger()
         try t.ledger.append(contentsOf: [event(), event()])
-        let c = try t.ledger.consumer(named: "late", startingAt: .end)
+        let c = try t.ledger.consumers.consumer(named: "late", startingAt: .end)
         #expect(try c.cursor() == 2)
         try t.ledger.append(event())
         #expect(try c.next().events.map(\.sequence) == [3])
@@ -67,31 +67,31 @@ import LMDB
     @Test func consumersReportCursorLagAndLease() throws {
         let t = try TestLedger()
         try t.ledger.append(contentsOf: [event(), event(), event()])
-        let c = try t.ledger.consumer(named: "widget-refresh")
+        let c = try t.ledger.consumers.consumer(named: "widget-refresh")
         try c.commit(try c.next(limit: 1))
-        let before = try #require(try t.ledger.consumers().first)
+        let before = try #require(try t.ledger.consumers.list().first)
         #expect(before.name == "widget-refresh" && before.cursor == 1 && before.lag == 2)
         usleep(2000)
         try c.heartbeat()
-        let after = try #require(try t.ledger.consumers().first)
+        let after = try #require(try t.ledger.consumers.list().first)
         #expect(after.lastSeen > before.lastSeen)
         #expect(after.cursor == 1)
         #expect(after.createdAt == before.createdAt)
-        #expect(try t.ledger.dropConsumer(named: "widget-refresh"))
-        #expect(try t.ledger.consumers().isEmpty)
+        #expect(try t.ledger.consumers.drop(named: "widget-refresh"))
+        #expect(try t.ledger.consumers.list().isEmpty)
         #expect(throws: LedgerError.unknownConsumer(name: "widget-refresh")) { try c.next() }
     }
 
     @Test func aCursorBelowTheFirstRetainedEventIsAGap() throws {
         let t = try TestLedger()
         try t.ledger.append(contentsOf: (0..<5).map { _ in event() })
-        let c = try t.ledger.consumer(named: "slow")
+        let c = try t.ledger.consumers.consumer(named: "slow")
         try c.commit(try c.next(limit: 1))
         // Trim 1...3 behind the ledger's back, as compaction will.
         let env = try Environment.open(directory: t.path, configuration: EnvironmentConfiguration())
         let events = try env.database("events")
         try env.write { txn in for s in 1...3 { try txn.delete(events, key: SequenceKey.encode(UInt64(s))) } }
-        #expect(try t.ledger.firstSequence() == 4)
+        #expect(try t.ledger.read({ try $0.firstSequence() }) == 4)
         #expect(throws: LedgerError.consumerGap(name: "slow", cursor: 1, firstAvailable: 4)) { try c.next() }
     }
 }
@@ -101,7 +101,7 @@ import LMDB
 
     @Test func waiterInThisProcessWakesForAnAppend() async throws {
         let t = try TestLedger()
-        let head = try await t.ledger.headSequence()
+        let head = try await t.ledger.read({ try $0.head() })
         let ledger = t.ledger
         let appender = Task.detached {
             try await Task.sleep(for: .milliseconds(50))

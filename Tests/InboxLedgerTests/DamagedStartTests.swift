@@ -167,6 +167,6 @@ import Glibc
         // The ledger finishes it.
         let ledger = try Ledger(path: dir.path, options: LedgerOptions(role: "app"))
         #expect(try ledger.append(event()) == 1)
-        #expect(try ledger.verify().isHealthy)
+        #expect(try ledger.maintenance.verify().isHealthy)
     }
 }

@@ -39,13 +39,13 @@ import TestSupport
         #expect(reason.contains("no space left on device"))
         #expect(committed > 0)
         // Nothing committed is lost, nothing of the failed batch is visible.
-        #expect(try ledger.count() == committed)
-        #expect(try ledger.headSequence() == UInt64(committed))
-        #expect(try ledger.verify().isHealthy)
+        #expect(try ledger.read({ try $0.count() }) == committed)
+        #expect(try ledger.read({ try $0.head() }) == UInt64(committed))
+        #expect(try ledger.maintenance.verify().isHealthy)
         // Free space: appends succeed again.
         try FileManager.default.removeItem(atPath: ballast)
         let next = try ledger.append(NewEvent(type: "t", payload: Array(#"{"after":"space freed"}"#.utf8)))
         #expect(next == UInt64(committed + 1))
-        #expect(try ledger.verify().isHealthy)
+        #expect(try ledger.maintenance.verify().isHealthy)
     }
 }

@@ -14,12 +14,12 @@ import TestSupport   // TaskAdded, TaskDone and TaskList as docs/apps.md declare
         InboxMessage(id: "sale", title: "Sale ends at nine", sentAt: clock.now,
                      expiresAt: Timestamp(iso8601: "2026-11-22T09:00:00Z")!),
     ])))
-    #expect(try ledger.widgetList().items.map(\.id) == ["sale"])
-    #expect(try ledger.badge() == 1)
+    #expect(try ledger.read({ try $0.widgetList() }).items.map(\.id) == ["sale"])
+    #expect(try ledger.read({ try $0.badge() }) == 1)
 
     clock.advance(seconds: 3600)   // an hour later, without waiting
-    #expect(try ledger.widgetList().items.isEmpty)
-    #expect(try ledger.badge() == 0)
+    #expect(try ledger.read({ try $0.widgetList() }).items.isEmpty)
+    #expect(try ledger.read({ try $0.badge() }) == 0)
 }
 
 @Test func aWidgetTapIsQueuedForTheHostApp() async throws {
@@ -29,8 +29,8 @@ import TestSupport   // TaskAdded, TaskDone and TaskList as docs/apps.md declare
     ])))
     try await ledger.append(.widgetAction(WidgetAction(actionID: "tap-1", kind: .markRead, target: "m1")))
 
-    #expect(try await ledger.badge() == 0)   // read at once, before the host app runs
-    #expect(try await ledger.pendingActions().map(\.kind) == [.markRead])
+    #expect(try await ledger.read({ try $0.badge() }) == 0)   // read at once, before the host app runs
+    #expect(try await ledger.read({ try $0.pendingActions() }).map(\.kind) == [.markRead])
 }
 
 @Test func aTaskTickedInTheWidgetIsDoneAtOnce() throws {
@@ -40,7 +40,7 @@ import TestSupport   // TaskAdded, TaskDone and TaskList as docs/apps.md declare
 
     try ledger.append(TaskAdded(id: "t1", title: "Water the plants", day: 20_000))
     try ledger.append(TaskDone(id: "t1"))   // what the widget's intent appends
-    let tasks = try ledger.projectionContents(TaskList.self)
+    let tasks = try ledger.read({ try $0.projection(TaskList.self).contents() })
     #expect(tasks.rows.map(\.row.done) == [true])
     #expect(tasks.document.open == 0 && tasks.document.done == 1)
 }

@@ -35,13 +35,13 @@ extension Ledger {
         #expect(throws: LedgerError.self) { try t.ledger.append(.custom(type: "Widget.Action", payload: Array("{}".utf8))) }
         struct Misnamed: LedgerEvent { static let eventType = "message.note"; var text: String }
         #expect(throws: LedgerError.self) { try t.ledger.append(Misnamed(text: "hi")) }
-        #expect(try t.ledger.headSequence() == 0)
+        #expect(try t.ledger.read({ try $0.head() }) == 0)
 
         // Elsewhere, names are the app's, including ones that merely contain a built-in's.
         for name in ["com.example.message.read", "messages.read", "inboxes", "note.saved", "x.inbox.synced"] {
             try t.ledger.append(event(name))
         }
-        #expect(try t.ledger.headSequence() == 5)
+        #expect(try t.ledger.read({ try $0.head() }) == 5)
     }
 
     @Test func aCaseVariantOfABuiltInNamesTheBuiltIn() throws {
@@ -60,7 +60,7 @@ extension Ledger {
                                     input: Data(#"{"type":"Message.Read","data":{"ids":["m1"],"read":true}}"#.utf8 + [0x0A]))
         #expect(out.status == 1, "\(out.stderr)")
         #expect(out.stderr.contains("'Message.Read' differs from the built-in type 'message.read' only in case"), "\(out.stderr)")
-        #expect(try t.ledger.headSequence() == 0)
+        #expect(try t.ledger.read({ try $0.head() }) == 0)
     }
 
     /// A ledger written by a library of the previous projection rules, which knew
@@ -88,24 +88,24 @@ extension Ledger {
         // Today's library opens it writable: the projections are rebuilt by today's rules.
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
         #expect(ledger.metadata.projectionVersion == ProjectionRules.version)
-        var list = try ledger.widgetList()
+        var list = try ledger.read({ try $0.widgetList() })
         #expect(Set(list.items.map(\.id)) == ["m1", "m2"] && list.unreadCount == 2 && list.badge == 2)
-        #expect(try ledger.verifyProjections() == nil)
-        #expect(try ledger.verify().isHealthy)
-        #expect(try ledger.event(at: 3)?.type == "push.received", "stored events are kept as they are")
+        #expect(try ledger.maintenance.verifyProjections() == nil)
+        #expect(try ledger.maintenance.verify().isHealthy)
+        #expect(try ledger.read({ try $0.event(at: 3) })?.type == "push.received", "stored events are kept as they are")
 
         // Appends keep working, and the names are built-in from here on.
         try ledger.append(.messageRemoved(MessageRemoval(ids: ["m1"])))
         try ledger.append(.pushReceived(PushReceived(messageID: "m9")))
-        list = try ledger.widgetList()
+        list = try ledger.read({ try $0.widgetList() })
         #expect(list.items.map(\.id) == ["m2"])
-        #expect(try ledger.verifyProjections() == nil)
+        #expect(try ledger.maintenance.verifyProjections() == nil)
 
         // A rebuild after reopening (the record persists) gives the same.
         try ledger.write("force a rebuild") { txn in try txn.meta.put(Meta.projectionVersion, ProjectionRules.version - 1) }
         let reopened = try Ledger(path: path, options: LedgerOptions(role: "app"))
-        #expect(try reopened.widgetList() == list)
-        #expect(try reopened.verifyProjections() == nil)
+        #expect(try reopened.read({ try $0.widgetList() }) == list)
+        #expect(try reopened.maintenance.verifyProjections() == nil)
     }
 
     @Test func aNewLedgerInterpretsTheLaterBuiltInsFromItsFirstEvent() throws {
@@ -114,7 +114,7 @@ extension Ledger {
         #expect(since == Dictionary(uniqueKeysWithValues: BuiltInEventType.allCases.filter { !$0.isOriginal }.map { ($0, UInt64(1)) }))
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("m1"), msg("m2")])))
         try t.ledger.append(.messageRemoved(MessageRemoval(ids: ["m1"])))
-        #expect(try t.ledger.widgetList().items.map(\.id) == ["m2"])
-        #expect(try t.ledger.verifyProjections() == nil)
+        #expect(try t.ledger.read({ try $0.widgetList() }).items.map(\.id) == ["m2"])
+        #expect(try t.ledger.maintenance.verifyProjections() == nil)
     }
 }

@@ -6,7 +6,7 @@ import TestSupport
 /// The flows of docs/semantics.md ("Pushes and the badge", "Local changes and the server"),
 /// each as an app runs it: what the user sees after every step.
 @Suite struct FlowTests {
-    private func list(_ t: TestLedger) throws -> WidgetList { try t.ledger.widgetList(limit: 100) }
+    private func list(_ t: TestLedger) throws -> WidgetList { try t.ledger.read({ try $0.widgetList(limit: 100) }) }
 
     // MARK: - Pushes then syncs
 
@@ -59,7 +59,7 @@ import TestSupport
         try t.ledger.append(.pushReceived(PushReceived(messageID: "c")))
         #expect(try list(t).badge == 3)
         // Read from its notification before any sync: no longer counted, and the read stays.
-        let receipt = try t.ledger.appendWithReceipt(contentsOf: [DomainEvent.messageRead(ReadChange(ids: ["a"], read: true)).newEvent()])
+        let receipt = try t.ledger.append(AppendRequest([DomainEvent.messageRead(ReadChange(ids: ["a"], read: true)).newEvent()]))
         #expect(receipt.notes.isEmpty)
         try t.ledger.append(.messageRemoved(MessageRemoval(ids: ["b"])))
         #expect(try list(t).badge == 1)
@@ -128,11 +128,11 @@ import TestSupport
         try t.ledger.append(.inboxSynced(InboxSync(mode: .delta, messages: [msg("a", "edited")])))
         #expect(Set(try t.ledger.ids()) == ["c"])
         #expect(try list(t).unreadCount == 1)
-        #expect(try t.ledger.message(id: "a") == nil)
+        #expect(try t.ledger.read({ try $0.message(id: "a") }) == nil)
         // The server drops a (full listing) and b (delta removal): settled.
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("b"), msg("c")])))
         try t.ledger.append(.inboxSynced(InboxSync(mode: .delta, messages: [], removed: ["b"])))
-        #expect(try t.ledger.localChanges().isEmpty)
+        #expect(try t.ledger.read({ try $0.localChanges() }).isEmpty)
         // Settled: should the server list a again later (restored elsewhere), it comes back.
         try t.ledger.append(.inboxSynced(InboxSync(mode: .delta, messages: [msg("a")])))
         #expect(Set(try t.ledger.ids()) == ["a", "c"])
@@ -145,14 +145,14 @@ import TestSupport
         try t.ledger.append(.messageRead(ReadChange(ids: ["b"], read: false)))
         for mode in [InboxSync.Mode.full, .delta] {
             try t.ledger.append(.inboxSynced(InboxSync(mode: mode, messages: [msg("a", read: false), msg("b", read: true)])))
-            #expect(try t.ledger.message(id: "a")?.read == true)
-            #expect(try t.ledger.message(id: "b")?.read == false)
+            #expect(try t.ledger.read({ try $0.message(id: "a") })?.read == true)
+            #expect(try t.ledger.read({ try $0.message(id: "b") })?.read == false)
         }
         // The server catches up: the overrides are settled, later server changes apply again.
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("a", read: true), msg("b", read: false)])))
-        #expect(try t.ledger.message(id: "a")?.localRead == nil)
+        #expect(try t.ledger.read({ try $0.message(id: "a") })?.localRead == nil)
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("a", read: false), msg("b", read: false)])))
-        #expect(try t.ledger.message(id: "a")?.read == false)
+        #expect(try t.ledger.read({ try $0.message(id: "a") })?.read == false)
     }
 
     @Test func removalsAndPushesSurviveCompactionAndTheProjectionRebuild() throws {
@@ -162,17 +162,17 @@ import TestSupport
         try t.ledger.append(.pushReceived(PushReceived(messageID: "c", badge: 9)))
         try t.ledger.append(.messageRead(ReadChange(ids: ["c"], read: true)))
         let before = try list(t)
-        #expect(try t.ledger.verifyProjections() == nil)
+        #expect(try t.ledger.maintenance.verifyProjections() == nil)
         var policy = CompactionPolicy()
         policy.retainedTail = 0
         try Compactor(ledger: t.ledger, policy: policy).runOnce()
-        #expect(try t.ledger.firstSequence() > 1, "the log was trimmed: the state comes from the snapshot")
-        #expect(try t.ledger.verifyProjections() == nil)
+        #expect(try t.ledger.read({ try $0.firstSequence() }) > 1, "the log was trimmed: the state comes from the snapshot")
+        #expect(try t.ledger.maintenance.verifyProjections() == nil)
         #expect(try list(t) == before)
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("a"), msg("b"), msg("c")])))
         #expect(Set(try t.ledger.ids()) == ["b", "c"])
-        #expect(try t.ledger.message(id: "c")?.read == true)
-        #expect(try t.ledger.verifyProjections() == nil)
+        #expect(try t.ledger.read({ try $0.message(id: "c") })?.read == true)
+        #expect(try t.ledger.maintenance.verifyProjections() == nil)
     }
 
     @Test func pushAndRemovalPayloadsAreValidated() throws {
@@ -186,7 +186,7 @@ import TestSupport
         #expect(throws: LedgerError.invalidEvent(index: 0, field: "data.ids", reason: "must list at least one id")) {
             try t.ledger.append(.messageRemoved(MessageRemoval(ids: [])))
         }
-        #expect(try t.ledger.headSequence() == 0)
+        #expect(try t.ledger.read({ try $0.head() }) == 0)
         let json = NewEvent(type: "push.received", payload: Array(#"{"messageID":"m9","message":{"id":"m9","title":"Hi","sentAt":"2026-11-22T08:00:00Z"},"badge":2}"#.utf8))
         try t.ledger.append(contentsOf: [json])
         #expect(try list(t).badge == 2)
@@ -224,9 +224,9 @@ import TestSupport
         let exit = try child.wait(timeout: 540)
         #expect(exit.status == 0, "\(child.stdoutSoFar) \(exit.stderr)")
         #expect(child.stdoutSoFar.contains("completed \(actions)"), "\(child.stdoutSoFar)")
-        #expect(try ledger.pendingActions(limit: 10_000).isEmpty)
+        #expect(try ledger.read({ try $0.pendingActions(limit: 10_000) }).isEmpty)
         var completions: [String: Int] = [:]
-        for event in try ledger.events(after: 0, limit: 100_000) where event.type == BuiltInEventType.actionCompleted.rawValue {
+        for event in try ledger.read({ try $0.events(after: 0, limit: 100_000) }) where event.type == BuiltInEventType.actionCompleted.rawValue {
             guard case .actionCompleted(let c) = try DomainEvent.decode(type: event.type, payload: event.payload) else { continue }
             completions[c.actionID, default: 0] += 1
         }
@@ -241,12 +241,12 @@ import TestSupport
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("a"), msg("b")])))
         try t.ledger.append(.messageRemoved(MessageRemoval(ids: ["a"])))
         try t.ledger.append(.pushReceived(PushReceived(messageID: "c")))
-        #expect(try t.ledger.verifyProjections() == nil)
+        #expect(try t.ledger.maintenance.verifyProjections() == nil)
         // A removal forgotten behind the ledger's back: a re-sync would bring the message back.
         try t.ledger.write("damage") { txn in
             try txn.projections.delete(.local, Array("a".utf8))
         }
-        let mismatch = try #require(try t.ledger.verifyProjections())
+        let mismatch = try #require(try t.ledger.maintenance.verifyProjections())
         #expect("\(mismatch)".contains("local"), "\(mismatch)")
     }
 
@@ -257,7 +257,7 @@ import TestSupport
         #expect(list.badge == 3)
         let t = try TestLedger()
         try t.ledger.append(.pushReceived(PushReceived(messageID: "c")))
-        let current = try t.ledger.widgetList()
+        let current = try t.ledger.read({ try $0.widgetList() })
         #expect(try JSONDecoder().decode(WidgetList.self, from: JSONEncoder().encode(current)) == current)
     }
 }
@@ -269,11 +269,11 @@ import TestSupport
         let t = try TestLedger()
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("a", read: false)])))
         try t.ledger.append(.messageRead(ReadChange(ids: ["a"], read: true)))
-        let version = try t.ledger.widgetList().version
+        let version = try t.ledger.read({ try $0.widgetList() }).version
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("a", read: true)])))
-        #expect(try t.ledger.message(id: "a")?.localRead == nil, "settled")
-        #expect(try t.ledger.widgetList().version == version)
+        #expect(try t.ledger.read({ try $0.message(id: "a") })?.localRead == nil, "settled")
+        #expect(try t.ledger.read({ try $0.widgetList() }).version == version)
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("a", "renamed", read: true)])))
-        #expect(try t.ledger.widgetList().version > version)
+        #expect(try t.ledger.read({ try $0.widgetList() }).version > version)
     }
 }

@@ -104,7 +104,7 @@ import TestSupport
         let out = try Processes.run("/bin/sh", ["-c", #"printf '%s\n' "$1" | "$2" append "$3""#, "sh", #"{"type":"app.note","data":{}}"#, cli, path], timeout: 60)
         #expect(out.status == 0 && out.stdout.contains("1"), "\(out.status) \(out.stderr)")
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "check"))
-        #expect(try ledger.count() == 1)
-        #expect(try ledger.verify().isHealthy)
+        #expect(try ledger.read({ try $0.count() }) == 1)
+        #expect(try ledger.maintenance.verify().isHealthy)
     }
 }

@@ -22,7 +22,7 @@ import Synchronization
         var byRole: [String: UInt64] = [:]
         var after: UInt64 = 0
         while true {
-            let page = try ledger.events(after: after, limit: 500)
+            let page = try ledger.read({ try $0.events(after: after, limit: 500) })
             guard let last = page.last else { return (byType, byRole) }
             for event in page {
                 byType[event.type, default: 0] += 1
@@ -33,7 +33,7 @@ import Synchronization
     }
 
     func expectCountsMatchTheLog(_ ledger: Ledger, sourceLocation: SourceLocation = #_sourceLocation) throws {
-        let statistics = try ledger.statistics()
+        let statistics = try ledger.maintenance.statistics()
         let model = try countedFromTheLog(ledger)
         #expect(statistics.countsByType == model.byType, sourceLocation: sourceLocation)
         #expect(statistics.countsByOrigin == model.byRole, sourceLocation: sourceLocation)
@@ -113,7 +113,7 @@ import Synchronization
         _ = try rewriteAsFormatOne(path)
         var readOnly = LedgerOptions(role: "probe")
         readOnly.readOnly = true
-        return try Ledger(path: path, options: readOnly).statistics()
+        return try Ledger(path: path, options: readOnly).maintenance.statistics()
     }
 
     @Test func aWritableOpeningMovesTheCountersIntoMeta() throws {
@@ -141,17 +141,17 @@ import Synchronization
         for table in ["messages", "widget", "actions", "action-ids", "state", "local", "app-projections"] {
             #expect(try ownRows(path, table) > 0, "the fixture has no \(table) rows to move")
         }
-        let widgetBefore = try Ledger(path: path, options: readOnly).widgetList(limit: 100)
-        let localBefore = try Ledger(path: path, options: readOnly).localChanges(limit: 100)
+        let widgetBefore = try Ledger(path: path, options: readOnly).read { try $0.widgetList(limit: 100) }
+        let localBefore = try Ledger(path: path, options: readOnly).read { try $0.localChanges(limit: 100) }
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
         #expect(ledger.metadata.formatVersion == 3)
         #expect(try stored(path) == (3, 0, n))
         #expect(try storedLayout(path).projectionTables == 0)
         #expect(try storedLayout(path).projectionRowsInTrees == projections)
-        #expect(try ledger.widgetList(limit: 100) == widgetBefore)
-        #expect(try ledger.localChanges(limit: 100) == localBefore)
-        #expect(try ledger.verifyProjections() == nil)
-        let after = try ledger.statistics()
+        #expect(try ledger.read({ try $0.widgetList(limit: 100) }) == widgetBefore)
+        #expect(try ledger.read({ try $0.localChanges(limit: 100) }) == localBefore)
+        #expect(try ledger.maintenance.verifyProjections() == nil)
+        let after = try ledger.maintenance.statistics()
         #expect(after.countsByType == before.countsByType)
         #expect(after.countsByOrigin == before.countsByOrigin)
 
@@ -163,11 +163,11 @@ import Synchronization
         try Compactor(ledger: ledger, policy: policy(tail: 30, chunk: 40)).runOnce()
         try expectCountsMatchTheLog(ledger)
         #expect(try stored(path).table == 0)
-        #expect(try ledger.verify().isHealthy)
+        #expect(try ledger.maintenance.verify().isHealthy)
         // The app's projection moved with the rest.
         var withTasks = LedgerOptions(role: "app")
         withTasks.projections = [TaskList.self]
-        #expect(try Ledger(path: path, options: withTasks).projectionRows(TaskList.self).map(\.key) == ["t1", "t2"])
+        #expect(try Ledger(path: path, options: withTasks).read { try $0.projection(TaskList.self).rows() }.map(\.key) == ["t1", "t2"])
     }
 
     @Test func concurrentOpeningsUpgradeOnce() throws {
@@ -179,8 +179,8 @@ import Synchronization
         for opener in openers { #expect(try opener.wait().status == 0) }
         #expect(try stored(path) == (3, 0, n))
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
-        #expect(try ledger.statistics().countsByType == before.countsByType)
-        #expect(try ledger.statistics().countsByOrigin == before.countsByOrigin)
+        #expect(try ledger.maintenance.statistics().countsByType == before.countsByType)
+        #expect(try ledger.maintenance.statistics().countsByOrigin == before.countsByOrigin)
         try expectCountsMatchTheLog(ledger)
     }
 
@@ -196,10 +196,10 @@ import Synchronization
 
         var readOnly = LedgerOptions(role: "probe")
         readOnly.readOnly = true
-        #expect(try Ledger(path: path, options: readOnly).statistics().countsByType == before.countsByType)
+        #expect(try Ledger(path: path, options: readOnly).maintenance.statistics().countsByType == before.countsByType)
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
         #expect(try stored(path) == (3, 0, n))
-        #expect(try ledger.statistics().countsByOrigin == before.countsByOrigin)
+        #expect(try ledger.maintenance.statistics().countsByOrigin == before.countsByOrigin)
         try expectCountsMatchTheLog(ledger)
     }
 
@@ -243,7 +243,7 @@ import Synchronization
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
         #expect(try stored(path) == (3, 0, n))
         try expectCountsMatchTheLog(ledger)
-        #expect(try ledger.verify().isHealthy)
+        #expect(try ledger.maintenance.verify().isHealthy)
     }
 
     /// A format-2 ledger (`formatOneLedger`'s, without the counters moved back): the projection
@@ -254,7 +254,7 @@ import Synchronization
         #expect(try rewriteAsFormatTwo(path) > 30)
         var readOnly = LedgerOptions(role: "probe")
         readOnly.readOnly = true
-        return try Ledger(path: path, options: readOnly).widgetList(limit: 100)
+        return try Ledger(path: path, options: readOnly).read { try $0.widgetList(limit: 100) }
     }
 
     @Test func aFormatTwoLedgerMovesItsProjectionTablesIntoMetaWhileAReaderReads() throws {
@@ -271,12 +271,12 @@ import Synchronization
         do {
             let reader = try Ledger(path: path, options: readOnly)
             #expect(reader.metadata.formatVersion == 2)
-            #expect(try reader.widgetList(limit: 100) == widget)
+            #expect(try reader.read({ try $0.widgetList(limit: 100) }) == widget)
             #expect(try Processes.run(agent, ["open", path]).status == 0)
             let after = try storedLayout(path)
             #expect(after.format == 3 && after.projectionTables == 0 && after.projectionRowsInTrees == before.projectionTables)
-            #expect(try reader.widgetList(limit: 100) == widget)
-            #expect(try reader.verifyProjections() == nil)
+            #expect(try reader.read({ try $0.widgetList(limit: 100) }) == widget)
+            #expect(try reader.maintenance.verifyProjections() == nil)
         }
 
         // From then on the projections live in `meta`: appends, a trim and a rebuild keep them.
@@ -284,7 +284,7 @@ import Synchronization
         try appendMixed(ledger, count: 60, seed: 21)
         try Compactor(ledger: ledger, policy: policy(tail: 20, chunk: 40)).runOnce()
         #expect(try storedLayout(path).projectionTables == 0)
-        #expect(try ledger.verify().isHealthy)
+        #expect(try ledger.maintenance.verify().isHealthy)
         try expectCountsMatchTheLog(ledger)
     }
 
@@ -334,7 +334,7 @@ import Synchronization
                 "a crash inside the upgrade left part of it")
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
         #expect(try storedLayout(path).format == 3)
-        #expect(try ledger.widgetList(limit: 100) == widget)
-        #expect(try ledger.verify().isHealthy)
+        #expect(try ledger.read({ try $0.widgetList(limit: 100) }) == widget)
+        #expect(try ledger.maintenance.verify().isHealthy)
     }
 }

@@ -43,13 +43,13 @@ import TestSupport
         // day old, but its event was trimmed just now.
         let report = try Compactor(ledger: w.onTime, policy: policy(keys: 3600)).runOnce()
         #expect(report.trimmed?.contains(original) == true)
-        #expect(try w.onTime.event(at: original) == nil)
+        #expect(try w.onTime.read({ try $0.event(at: original) }) == nil)
         #expect(report.keysForgotten == 0)
         // The notification extension retries a minute later: recognised, nothing appended.
         w.advance(seconds: 60)
-        let head = try w.onTime.headSequence()
+        let head = try w.onTime.read({ try $0.head() })
         #expect(try w.lagging.append(.badgeAdjusted(.delta(1)), key: "push-4711") == original)
-        #expect(try w.onTime.headSequence() == head)
+        #expect(try w.onTime.read({ try $0.head() }) == head)
         #expect(throws: LedgerError.idempotencyConflict(key: "push-4711", existingSequence: original)) {
             try w.lagging.append(.badgeAdjusted(.delta(2)), key: "push-4711")
         }

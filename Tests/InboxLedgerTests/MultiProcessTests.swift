@@ -32,7 +32,7 @@ func acknowledged(_ path: String) -> [Int: [UInt64]] {
 /// All events, checking that sequences are dense from 1.
 func allEvents(_ ledger: Ledger) throws -> [Event] {
     var events: [Event] = []
-    var iterator = ledger.iterator(after: 0, pageSize: 4096)
+    var iterator = EventIterator(ledger, after: 0, pageSize: 4096)
     while let e = try iterator.next() {
         #expect(e.sequence == UInt64(events.count + 1), "sequence \(e.sequence) at position \(events.count + 1)")
         events.append(e)
@@ -60,7 +60,7 @@ func allEvents(_ ledger: Ledger) throws -> [Event] {
         #expect(readOut.status == 0, "reader: \(readOut.stderr)")
 
         let ledger = try Ledger(path: path)
-        #expect(try ledger.headSequence() == UInt64(writers * perWriter))
+        #expect(try ledger.read({ try $0.head() }) == UInt64(writers * perWriter))
         let events = try allEvents(ledger)
         #expect(events.count == writers * perWriter)
         var byWriter: [String: [Int]] = [:]
@@ -87,7 +87,7 @@ func allEvents(_ ledger: Ledger) throws -> [Event] {
         var options = LedgerOptions(role: "app")
         options.initialMapSize = 64 << 10
         let ledger = try Ledger(path: path, options: options)
-        let mapBefore = try ledger.statistics().mapBytes
+        let mapBefore = try ledger.maintenance.statistics().mapBytes
         let environment = ["LEDGER_INITIAL_MAP": String(64 << 10)]
         let processes = try (0..<3).map { w in
             try Processes.start(agent, ["write", path, "w\(w)", "3000", String(70 + w), dir.child("ack\(w)"), "50", "none"],
@@ -104,8 +104,8 @@ func allEvents(_ ledger: Ledger) throws -> [Event] {
                 for s in seqs { #expect(payload(events[Int(s) - 1])?.w == "w\(w)") }
             }
         }
-        #expect(try ledger.statistics().mapBytes >= 8 * mapBefore, "the map grew from \(mapBefore)")
-        #expect(try ledger.verify().isHealthy)
+        #expect(try ledger.maintenance.statistics().mapBytes >= 8 * mapBefore, "the map grew from \(mapBefore)")
+        #expect(try ledger.maintenance.verify().isHealthy)
     }
 
     @Test func killedWriterLosesNoAcknowledgedBatchAndLeavesNoPartialOne() throws {
@@ -160,7 +160,7 @@ func allEvents(_ ledger: Ledger) throws -> [Event] {
         }
         // A fresh process opens the ledger and reads it whole.
         let ledger = try Ledger(path: path)
-        let head = try ledger.headSequence()
+        let head = try ledger.read({ try $0.head() })
         let check = try Processes.run(agent, ["read", path, String(head), "60"])
         #expect(check.status == 0, "\(check.stderr)")
     }
@@ -177,8 +177,8 @@ func allEvents(_ ledger: Ledger) throws -> [Event] {
                 #expect(out.status == 0, "round \(round): \(out.stdout) \(out.stderr)")
             }
             let ledger = try Ledger(path: path)
-            #expect(try ledger.count() == 4)
-            #expect(Set(try ledger.events().compactMap(\.key)) == ["k0", "k1", "k2", "k3"])
+            #expect(try ledger.read({ try $0.count() }) == 4)
+            #expect(Set(try ledger.read({ try $0.events() }).compactMap(\.key)) == ["k0", "k1", "k2", "k3"])
         }
     }
 
@@ -193,6 +193,6 @@ func allEvents(_ ledger: Ledger) throws -> [Event] {
         let conflict = try Processes.run(agent, ["append-key", path, "push-9", #"{"delta":2}"#])
         #expect(conflict.status == 2)
         #expect(conflict.stdout.contains("idempotency key 'push-9' was already used by event 1 with different content"))
-        #expect(try Ledger(path: path).count() == 1)
+        #expect(try Ledger(path: path).read { try $0.count() } == 1)
     }
 }

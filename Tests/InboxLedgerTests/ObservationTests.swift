@@ -11,7 +11,7 @@ import TestSupport
 
     @Test(.timeLimit(.minutes(10))) func anotherProcessesSyncReachesTheObservedWidgetList() async throws {
         let t = try TestLedger(role: "widget")
-        var updates = t.ledger.widgetListUpdates(limit: 5).makeAsyncIterator()
+        var updates = LedgerObservation.tracking({ try $0.widgetList(limit: 5) }).values(in: t.ledger).makeAsyncIterator()
         let initial = try #require(try await updates.next())
         #expect(initial.items.isEmpty)
         let started = Date()
@@ -34,7 +34,7 @@ import TestSupport
         let burst = 1000
         let seen = Mutex<[Int]>([])
         let observer = Task {
-            for try await badge in t.ledger.badgeUpdates() {
+            for try await badge in LedgerObservation.tracking({ try $0.badge() }).values(in: t.ledger) {
                 seen.withLock { $0.append(badge) }
                 if badge == burst { return }
                 try await Task.sleep(for: .milliseconds(20))  // a consumer slower than the commits
@@ -54,7 +54,7 @@ import TestSupport
 
     @Test(.timeLimit(.minutes(10))) func pendingActionsAreObservedAndCancellationEndsTheSequence() async throws {
         let t = try TestLedger(role: "app")
-        let stream = t.ledger.pendingActionUpdates()
+        let stream = LedgerObservation.tracking({ try $0.pendingActions() }).values(in: t.ledger)
         let received = Mutex<[[String]]>([])
         let observer = Task {
             for try await actions in stream { received.withLock { $0.append(actions.map(\.actionID)) } }
@@ -78,7 +78,7 @@ import TestSupport
             try await t.ledger.append(.inboxSynced(InboxSync(mode: .delta, messages: [
                 InboxMessage(id: "flash", title: "Flash sale", sentAt: now, expiresAt: Timestamp(micros: now.micros + Int64(window))),
             ])))
-            var updates = t.ledger.widgetListUpdates().makeAsyncIterator()
+            var updates = LedgerObservation.tracking({ try $0.widgetList() }).values(in: t.ledger).makeAsyncIterator()
             let first = try await updates.next()?.items.map(\.id)
             if first == [], attempt < 2 { continue }  // expired before it could be read: a longer window
             #expect(first == ["flash"])

@@ -51,7 +51,7 @@ import TestSupport
         #expect(!FileManager.default.fileExists(atPath: dir.child("inbox")))
 
         // The parent exists: the ledger's own directory is created.
-        #expect(try Ledger(path: dir.child("inbox/")).headSequence() == 0)
+        #expect(try Ledger(path: dir.child("inbox/")).read { try $0.head() } == 0)
         #expect(FileManager.default.fileExists(atPath: dir.child("inbox/data.mdb")))
     }
 
@@ -70,19 +70,19 @@ import TestSupport
 
     @Test func aReceiptSaysWhetherAKeyedAppendWasAReplay() async throws {
         let t = try TestLedger()
-        let first = try await t.ledger.appendWithReceipt(.badgeAdjusted(.delta(1)), key: "push-1")
+        let first = try await t.ledger.append(AppendRequest(.badgeAdjusted(.delta(1)), key: "push-1"))
         #expect(!first.isReplay && first.replayed == [false] && first.sequences == [1])
-        let retry = try { () throws(LedgerError) -> AppendReceipt in try t.ledger.appendWithReceipt(.badgeAdjusted(.delta(1)), key: "push-1") }()   // the blocking form
+        let retry = try { () throws(LedgerError) -> AppendReceipt in try t.ledger.append(AppendRequest(.badgeAdjusted(.delta(1)), key: "push-1")) }()   // the blocking form
         #expect(retry.isReplay && retry.replayed == [true] && retry.sequences == [1])
-        let asyncRetry = try await t.ledger.appendWithReceipt(.badgeAdjusted(.delta(1)), key: "push-1")
+        let asyncRetry = try await t.ledger.append(AppendRequest(.badgeAdjusted(.delta(1)), key: "push-1"))
         #expect(asyncRetry.isReplay && asyncRetry.sequences == [1])
-        #expect(try await t.ledger.badge() == 1)
+        #expect(try await t.ledger.read({ try $0.badge() }) == 1)
 
         // Per event in a batch: a repeat inside the batch and an earlier commit both count.
-        let batch = try await t.ledger.appendWithReceipt(contentsOf: [event("com.example.a", "1", key: "k"), event("com.example.b"),
-                                                               event("com.example.a", "1", key: "k"), event("badge.adjusted", #"{"delta":1}"#, key: "push-1")])
+        let batch = try await t.ledger.append(AppendRequest([event("com.example.a", "1", key: "k"), event("com.example.b"),
+                                                               event("com.example.a", "1", key: "k"), event("badge.adjusted", #"{"delta":1}"#, key: "push-1")]))
         #expect(batch.sequences == [2, 3, 2, 1] && batch.replayed == [false, false, true, true] && !batch.isReplay)
-        #expect(try await t.ledger.appendWithReceipt(contentsOf: []).isReplay == false)
+        #expect(try await t.ledger.append(AppendRequest([])).isReplay == false)
         // A receipt encoded before `replayed` existed still decodes.
         let old = try JSONDecoder().decode(AppendReceipt.self, from: Data(#"{"sequences":[4],"notes":[]}"#.utf8))
         #expect(old.sequences == [4] && old.replayed.isEmpty && !old.isReplay)
@@ -92,13 +92,13 @@ import TestSupport
     @Test func badgeAdjustmentsTakeIntLikeTheCountsAndKeepTheirEncoding() throws {
         let t = try TestLedger()
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("m1"), msg("m2")])))
-        let list = try t.ledger.widgetList()
+        let list = try t.ledger.read({ try $0.widgetList() })
         let target: Int = list.unreadCount + 3
         let sequence = try t.ledger.append(.badgeAdjusted(.set(target)))
-        #expect(try t.ledger.badge() == 5)
-        #expect(try t.ledger.event(at: sequence)?.payload == Array(#"{"set":5}"#.utf8))
+        #expect(try t.ledger.read({ try $0.badge() }) == 5)
+        #expect(try t.ledger.read({ try $0.event(at: sequence) })?.payload == Array(#"{"set":5}"#.utf8))
         try t.ledger.append(.badgeAdjusted(.delta(-list.badge)))
-        #expect(try t.ledger.badge() == 3)
+        #expect(try t.ledger.read({ try $0.badge() }) == 3)
         #expect(try DomainEvent.decode(type: "badge.adjusted", payload: Array(#"{"delta":-2}"#.utf8)) == .badgeAdjusted(.delta(-2)))
         #expect(throws: LedgerError.invalidEvent(index: 0, field: "data.set", reason: "must be 0…1000000")) {
             try t.ledger.append(.badgeAdjusted(.set(1_000_001)))
@@ -121,7 +121,7 @@ import TestSupport
         let t = try TestLedger()
         try await t.ledger.append(.badgeAdjusted(.delta(1)))
         try await t.ledger.append(.badgeAdjusted(.delta(1)))
-        let head: UInt64 = try await t.ledger.headSequence()
+        let head: UInt64 = try await t.ledger.read({ try $0.head() })
         #expect(head == 2)
     }
 }

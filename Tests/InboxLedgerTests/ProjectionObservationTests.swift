@@ -36,7 +36,7 @@ import TestSupport
         let t = try tasksLedger("widget")
         let seen = Mutex<[ProjectionContents<TaskList>]>([])
         let observer = Task {
-            for try await state in t.ledger.projectionUpdates(TaskList.self, limit: 5) { seen.withLock { $0.append(state) } }
+            for try await state in LedgerObservation.tracking({ try $0.projection(TaskList.self).contents(limit: 5) }).removingDuplicates(by: { $0.sameState(as: $1) }).values(in: t.ledger) { seen.withLock { $0.append(state) } }
         }
         defer { observer.cancel() }
         while seen.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(5)) }
@@ -59,7 +59,7 @@ import TestSupport
         #expect(values.count == 3, "a commit that did not change the projection yielded a value: \(values.map(\.head))")
         #expect(values[2].rows.first?.row.done == true)
         #expect(values[2].document == TaskList.Document(open: 0, done: 1))
-        let head = try await t.ledger.headSequence()
+        let head = try await t.ledger.read({ try $0.head() })
         #expect(values[2].head == head)
     }
 
@@ -68,7 +68,7 @@ import TestSupport
         let burst = 300
         let seen = Mutex<[Int]>([])
         let observer = Task {
-            for try await state in t.ledger.projectionUpdates(TaskList.self, limit: 3) {
+            for try await state in LedgerObservation.tracking({ try $0.projection(TaskList.self).contents(limit: 3) }).removingDuplicates(by: { $0.sameState(as: $1) }).values(in: t.ledger) {
                 seen.withLock { $0.append(state.rowCount) }
                 #expect(state.rows.count == min(3, state.rowCount))
                 if state.rowCount == burst { return }
@@ -89,7 +89,7 @@ import TestSupport
         let t = try tasksLedger()
         let received = Mutex(0)
         let observer = Task {
-            for try await _ in t.ledger.projectionUpdates(TaskList.self) { received.withLock { $0 += 1 } }
+            for try await _ in LedgerObservation.tracking({ try $0.projection(TaskList.self).contents() }).removingDuplicates(by: { $0.sameState(as: $1) }).values(in: t.ledger) { received.withLock { $0 += 1 } }
             return "ended"
         }
         while received.withLock({ $0 == 0 }) { try await Task.sleep(for: .milliseconds(5)) }

@@ -17,7 +17,7 @@ import LMDB
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "app-v0"))
         try appendMixed(ledger, count: 300, seed: 7)
         if trimmed { try Compactor(ledger: ledger, policy: policy(tail: 50, chunk: 100)).runOnce() }
-        let expected = try ledger.widgetList(limit: 50)
+        let expected = try ledger.read({ try $0.widgetList(limit: 50) })
         try ledger.write("simulate old rules") { txn in
             try txn.meta.put(Meta.projectionVersion, version)
             try txn.projections.removeAll(.widget)
@@ -42,16 +42,16 @@ import LMDB
         do {
             let widget = try Ledger(path: path, options: readOnly)
             #expect(widget.metadata.projectionVersion == 0)
-            #expect(try widget.widgetList(limit: 50).items.isEmpty, "the read-only handle rebuilt something")
+            #expect(try widget.read({ try $0.widgetList(limit: 50) }).items.isEmpty, "the read-only handle rebuilt something")
         }
         #expect(try storedVersion(path) == 0)
 
         let upgraded = try Ledger(path: path, options: LedgerOptions(role: "app-v1"))
         #expect(upgraded.metadata.projectionVersion == ProjectionRules.version)
         #expect(try storedVersion(path) == ProjectionRules.version)
-        #expect(try upgraded.widgetList(limit: 50) == expected)
-        #expect(try upgraded.verifyProjections() == nil)
-        #expect(try upgraded.verify().isHealthy)
+        #expect(try upgraded.read({ try $0.widgetList(limit: 50) }) == expected)
+        #expect(try upgraded.maintenance.verifyProjections() == nil)
+        #expect(try upgraded.maintenance.verify().isHealthy)
     }
 
     @Test func concurrentProcessesUpgradeOnceAndAllSeeTheRebuild() throws {
@@ -62,8 +62,8 @@ import LMDB
         for opener in openers { #expect(try opener.wait().status == 0) }
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
         #expect(try storedVersion(path) == ProjectionRules.version)
-        #expect(try ledger.widgetList(limit: 50) == expected)
-        #expect(try ledger.verifyProjections() == nil)
+        #expect(try ledger.read({ try $0.widgetList(limit: 50) }) == expected)
+        #expect(try ledger.maintenance.verifyProjections() == nil)
     }
 
     @Test func aTrimmedLogIsATypedErrorUntilTheSnapshotPathIsChosen() throws {
@@ -84,8 +84,8 @@ import LMDB
         options.projectionUpgrade = .fromNewestSnapshot
         let upgraded = try Ledger(path: path, options: options)
         #expect(try storedVersion(path) == ProjectionRules.version)
-        #expect(try upgraded.widgetList(limit: 50) == expected)
-        #expect(try upgraded.verifyProjections() == nil)
+        #expect(try upgraded.read({ try $0.widgetList(limit: 50) }) == expected)
+        #expect(try upgraded.maintenance.verifyProjections() == nil)
     }
 
     /// Rules 2 only added built-in types that rules 1 stored as custom events: a trimmed ledger of
@@ -105,11 +105,11 @@ import LMDB
         #expect(try storedVersion(path) == 1)
         let upgraded = try Ledger(path: path, options: LedgerOptions(role: "app-v2"))
         #expect(try storedVersion(path) == ProjectionRules.version)
-        #expect(try upgraded.widgetList(limit: 50) == expected)
-        #expect(try upgraded.verifyProjections() == nil)
+        #expect(try upgraded.read({ try $0.widgetList(limit: 50) }) == expected)
+        #expect(try upgraded.maintenance.verifyProjections() == nil)
         try upgraded.append(.pushReceived(PushReceived(messageID: "new-push")))
-        #expect(try upgraded.widgetList(limit: 50).badge == expected.badge + 1)
-        #expect(try upgraded.verifyProjections() == nil)
+        #expect(try upgraded.read({ try $0.widgetList(limit: 50) }).badge == expected.badge + 1)
+        #expect(try upgraded.maintenance.verifyProjections() == nil)
     }
 
     @Test func projectionsOfANewerLibraryOpenReadOnlyAndAreNeverRewritten() throws {
@@ -123,13 +123,13 @@ import LMDB
         let before = try #require(fileBytes(path + "/data.mdb"))
         let old = try Ledger(path: path, options: LedgerOptions(role: "app-v1"))
         #expect(old.metadata.projectionVersion == ProjectionRules.version + 1)
-        _ = try old.widgetList()
-        _ = try old.events(after: 0)
-        #expect(try old.verify().isHealthy, "verify compared projections built by other rules with its own")
+        _ = try old.read({ try $0.widgetList() })
+        _ = try old.read({ try $0.events(after: 0) })
+        #expect(try old.maintenance.verify().isHealthy, "verify compared projections built by other rules with its own")
         #expect(throws: LedgerError.newerProjections(path: path, found: ProjectionRules.version + 1, supported: ProjectionRules.version)) {
             try old.append(.badgeAdjusted(.delta(1)))
         }
-        #expect(throws: LedgerError.self) { try old.consumer(named: "new-consumer") }
+        #expect(throws: LedgerError.self) { try old.consumers.consumer(named: "new-consumer") }
         #expect(throws: LedgerError.self) { try Compactor(ledger: old, policy: policy(tail: 10)).runOnce() }
         #expect(fileBytes(path + "/data.mdb") == before, "a newer ledger was written by an older library")
     }

@@ -20,14 +20,14 @@ import TestSupport
         let result = try Processes.run(Processes.product("ledger"), ["append", t.path, "--origin", "notification-service"],
                                        input: Data(line.utf8))
         #expect(result.status == 0, "\(result.stderr)")
-        let list = try t.ledger.widgetList()
+        let list = try t.ledger.read({ try $0.widgetList() })
         #expect(list.items.map(\.read) == [false, true])
         #expect(list.unreadCount == 1)
 
         // An event that changes nothing visible still changes the state: the list is re-read
         // and equal.
         try t.ledger.append(NewEvent(type: "app.opened", payload: Array("{}".utf8)))
-        #expect(try t.ledger.widgetList().items == list.items)
+        #expect(try t.ledger.read({ try $0.widgetList() }).items == list.items)
     }
 
     @Test func keptWidgetListIsNeverServedForAnEarlierTimeOrAcrossAnExpiry() throws {
@@ -39,9 +39,9 @@ import TestSupport
         #expect(try t.ledger.ids(now: late) == ["stay"])
         // Read at `late` first: a read at an earlier time must not reuse it.
         #expect(Set(try t.ledger.ids(now: now)) == ["stay", "brief"])
-        #expect(try t.ledger.widgetList(limit: 1000, now: now).unreadCount == 2)
+        #expect(try t.ledger.read({ try $0.widgetList(limit: 1000, now: now) }).unreadCount == 2)
         // Kept at `now`; a read past the expiry must not reuse it.
-        #expect(try t.ledger.widgetList(limit: 1000, now: late).unreadCount == 1)
+        #expect(try t.ledger.read({ try $0.widgetList(limit: 1000, now: late) }).unreadCount == 1)
     }
 
     @Test func keptWidgetListMatchesAFreshDecodeUnderRandomAppends() throws {
@@ -58,9 +58,9 @@ import TestSupport
             case 1: try t.ledger.append(.messageRead(ReadChange(ids: [id], read: Bool.random(using: &rng))))
             default: try t.ledger.append(.inboxSynced(InboxSync(mode: .delta, messages: [], removed: [id])))
             }
-            let kept = try t.ledger.widgetList(limit: 10)
-            let again = try t.ledger.widgetList(limit: 10)  // the kept one
-            let fresh = try t.ledger.widgetList(limit: 11)  // another limit: decoded anew
+            let kept = try t.ledger.read({ try $0.widgetList(limit: 10) })
+            let again = try t.ledger.read({ try $0.widgetList(limit: 10) })  // the kept one
+            let fresh = try t.ledger.read({ try $0.widgetList(limit: 11) })  // another limit: decoded anew
             #expect(again == kept)
             #expect(kept.items == Array(fresh.items.prefix(10)), "round \(round)")
             #expect(kept.unreadCount == fresh.unreadCount && kept.badge == fresh.badge && kept.version == fresh.version)

@@ -58,7 +58,7 @@ import InboxLedger
         #expect(recovered.status == 0, "\(recovered.stdout) \(recovered.stderr)")
         #expect(recovered.stdout.contains("count 4"))
         let widget = try Ledger(path: path, options: readOnly)
-        #expect(try widget.count() == 4)
-        #expect(try widget.statistics().readers.map(\.pid).contains(second.pid) == false)
+        #expect(try widget.read({ try $0.count() }) == 4)
+        #expect(try widget.maintenance.statistics().readers.map(\.pid).contains(second.pid) == false)
     }
 }

@@ -20,7 +20,7 @@ import TestSupport
         let out = try Processes.run(cli, ["append", path, "--durability", "singleSync"], input: Data(line.utf8))
         #expect(out.status == 0, "\(out.stderr)")
         let reader = try Ledger(path: path, options: LedgerOptions(role: "reader"))
-        guard let stored = try reader.events(after: reader.headSequence() - 1, limit: 1).first else { throw LedgerError.unexpected(path: path, operation: "test", reason: "nothing appended") }
+        guard let stored = try reader.read({ try $0.events(after: $0.head() - 1, limit: 1) }).first else { throw LedgerError.unexpected(path: path, operation: "test", reason: "nothing appended") }
         return NewEvent(type: stored.type, payload: stored.payload, key: stored.key)
     }
 
@@ -30,12 +30,12 @@ import TestSupport
         let host = try Ledger(path: path, options: LedgerOptions(role: "app"))
         let event = try extensionAppends(path, push)
         let before = host.store.settlingSyncs
-        let receipt = try host.appendWithReceipt(contentsOf: [event])
+        let receipt = try host.append(AppendRequest([event]))
         #expect(receipt.isReplay && receipt.sequences == [1])
         #expect(host.store.settlingSyncs == before + 1, "the replay rests on a commit whose meta page was not synced")
         // Proven now: a second replay, the conditional and the async calls answer without syncing again.
-        _ = try host.appendWithReceipt(contentsOf: [event])
-        #expect(try host.append(contentsOf: [event], expectingHead: 1) == [1])
+        _ = try host.append(AppendRequest([event]))
+        #expect(try host.append(AppendRequest([event], expectingHead: 1)).sequences == [1])
         #expect(host.store.settlingSyncs == before + 1)
     }
 
@@ -45,7 +45,7 @@ import TestSupport
         let host = try Ledger(path: path, options: LedgerOptions(role: "app"))
         var expected = host.store.settlingSyncs
         let event = try extensionAppends(path, push)
-        #expect(try await host.append(contentsOf: [event], expectingHead: 1) == [1], "a conditional append that finds its events")
+        #expect(try await host.append(AppendRequest([event], expectingHead: 1)).sequences == [1], "a conditional append that finds its events")
         expected += 1
         #expect(host.store.settlingSyncs == expected)
 
@@ -74,7 +74,7 @@ import TestSupport
         let host = try Ledger(path: path, options: LedgerOptions(role: "app"))
         var expected = host.store.settlingSyncs
         try extensionAppends(path, push)
-        #expect(try host.events(after: 0, limit: 10).count == 1)
+        #expect(try host.read({ try $0.events(after: 0, limit: 10) }).count == 1)
         try host.makeDurable()
         expected += 1
         #expect(host.store.settlingSyncs == expected, "read, then handed on: synced first")
@@ -84,7 +84,7 @@ import TestSupport
         let out = try Processes.run(cli, ["consume", path, "--name", "host-app", "--limit", "1"])
         #expect(out.status == 0, "\(out.stderr)")  // registers the consumer from another process
         try extensionAppends(path, #"{"type":"push.received","key":"push-4714","data":{"messageID":"m4"}}"#)
-        _ = try host.consumer(named: "host-app")
+        _ = try host.consumers.consumer(named: "host-app")
         expected += 1
         #expect(host.store.settlingSyncs == expected, "an existing registration is made durable like a new one")
     }

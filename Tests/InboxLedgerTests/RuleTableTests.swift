@@ -105,7 +105,7 @@ import TestSupport
             guard let record else { return "malformed" }
             return rowState(server: record.serverRead, local: record.localRead)
         }
-        if let change = try ledger.localChanges().first(where: { $0.id == "m" }) {
+        if let change = try ledger.read({ try $0.localChanges() }).first(where: { $0.id == "m" }) {
             switch (change.kind, change.localRead) {
             case (.announced, nil): return "announced"
             case (.announced, true?): return "announced·read"
@@ -126,7 +126,7 @@ import TestSupport
             try t.ledger.append(event)
             model.apply(event)
         }
-        let mismatch = try t.ledger.verifyProjections()
+        let mismatch = try t.ledger.maintenance.verifyProjections()
         #expect(mismatch == nil, "\(events): the verification rebuild differs: \(String(describing: mismatch))")
         return (t.ledger, model, t)
     }
@@ -168,7 +168,7 @@ import TestSupport
                 let cell = "\(state) × \(row.event) → \(expected)"
                 #expect(try Self.state(of: ledger) == expected, "projector: \(cell)")
                 #expect(Self.state(of: model) == expected, "model: \(cell)")
-                let list = try ledger.widgetList(limit: 10)
+                let list = try ledger.read({ try $0.widgetList(limit: 10) })
                 let shown = list.items.first { $0.id == "m" }.map { $0.read ? "read" : "unread" } ?? "—"
                 #expect(shown == display.row && list.unreadCount == display.unread && list.announced == display.announced
                         && list.badge == display.badge,
@@ -189,7 +189,7 @@ import TestSupport
         for line in flows.dropFirst() {
             let events = line[0].split(separator: ",").map { Self.unquoted($0.trimmingCharacters(in: .whitespaces)) }
             let (ledger, model, t) = try Self.run(events)
-            let list = try ledger.widgetList(limit: 10)
+            let list = try ledger.read({ try $0.widgetList(limit: 10) })
             #expect([list.unreadCount, list.announced, list.badge] == [Int(line[1]), Int(line[2]), Int(line[3])],
                     "\(line[0]): unread \(list.unreadCount), announced \(list.announced), badge \(list.badge)")
             #expect(model.mismatch(list: list, pending: []) == nil, "model vs ledger: \(line[0])")

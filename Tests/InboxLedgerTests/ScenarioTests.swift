@@ -19,7 +19,7 @@ import TestSupport
         var model = FlowModel()
         var recorded: [String] = []
         var completions: [String: Int] = [:]
-        var iterator = ledger.iterator(after: 0, pageSize: 2048)
+        var iterator = EventIterator(ledger, after: 0, pageSize: 2048)
         while let e = try iterator.next() {
             model.apply(try DomainEvent.decode(type: e.type, payload: e.payload))
             if e.type == "widget.action", case .widgetAction(let a) = try DomainEvent.decode(type: e.type, payload: e.payload) {
@@ -34,14 +34,14 @@ import TestSupport
         #expect(Set(recorded).count == recorded.count)
         for id in recorded { #expect(completions[id] == 1, "action \(id) completed \(completions[id] ?? 0) times") }
         #expect(completions.count == recorded.count)
-        #expect(try ledger.pendingActions().isEmpty)
+        #expect(try ledger.read({ try $0.pendingActions() }).isEmpty)
         // The projections equal the model and a rebuild.
-        let list = try ledger.widgetList(limit: 1000)
+        let list = try ledger.read({ try $0.widgetList(limit: 1000) })
         #expect(list.items.map(\.id) == model.orderedIDs)
         #expect(list.items.map(\.read) == model.orderedIDs.map { model.rows[$0]?.read == true })
         #expect(list.unreadCount == model.unread)
         #expect(list.badge == model.badge)
-        #expect(try ledger.verifyProjections() == nil)
+        #expect(try ledger.maintenance.verifyProjections() == nil)
     }
 
     func startWriters(_ path: String) throws -> [RunningProcess] {
@@ -59,7 +59,7 @@ import TestSupport
         let dir = TemporaryDirectory()
         let path = dir.child("ledger")
         let ledger = try Ledger(path: path)
-        _ = try ledger.consumer(named: "host-app")
+        _ = try ledger.consumers.consumer(named: "host-app")
         let host = try role("host", path, [])
         for p in try startWriters(path) {
             let out = try p.wait(timeout: 300)
@@ -75,7 +75,7 @@ import TestSupport
         let dir = TemporaryDirectory()
         let path = dir.child("ledger")
         let ledger = try Ledger(path: path)
-        _ = try ledger.consumer(named: "host-app")
+        _ = try ledger.consumers.consumer(named: "host-app")
         let writers = try startWriters(path)
         var rng = SeededGenerator(seed: 77)
         var kills = 0

@@ -9,7 +9,7 @@ func msg(_ id: String, _ title: String = "t", sent: String = "2026-11-20T08:00:0
 }
 
 extension Ledger {
-    func ids(now: Timestamp = .now) throws -> [String] { try widgetList(limit: 1000, now: now).items.map(\.id) }
+    func ids(now: Timestamp = .now) throws -> [String] { try read { try $0.widgetList(limit: 1000, now: now) }.items.map(\.id) }
 }
 
 @Suite struct InboxSemanticsTests {
@@ -19,13 +19,13 @@ extension Ledger {
         #expect(Set(try t.ledger.ids()) == ["a", "b", "c"])
         try t.ledger.append(.inboxSynced(InboxSync(mode: .delta, messages: [msg("d"), msg("a", "new title")], removed: ["b"])))
         #expect(Set(try t.ledger.ids()) == ["a", "c", "d"])
-        #expect(try t.ledger.message(id: "a")?.title == "new title")
+        #expect(try t.ledger.read({ try $0.message(id: "a") })?.title == "new title")
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("c")])))
         #expect(try t.ledger.ids() == ["c"])
-        #expect(try t.ledger.message(id: "a") == nil)
+        #expect(try t.ledger.read({ try $0.message(id: "a") }) == nil)
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [])))
         #expect(try t.ledger.ids().isEmpty)
-        #expect(try t.ledger.widgetList().unreadCount == 0)
+        #expect(try t.ledger.read({ try $0.widgetList() }).unreadCount == 0)
     }
 
     @Test func newestFirstTiesById() throws {
@@ -35,7 +35,7 @@ extension Ledger {
             msg("old", sent: "1999-01-01T00:00:00Z"), msg("new", sent: "2026-11-21T00:00:00+02:00"),
         ])))
         #expect(try t.ledger.ids() == ["new", "a", "b", "old"])
-        let list = try t.ledger.widgetList(limit: 2)
+        let list = try t.ledger.read({ try $0.widgetList(limit: 2) })
         #expect(list.items.map(\.id) == ["new", "a"])
         #expect(list.unreadCount == 4)
         // A changed sentAt moves the row.
@@ -51,39 +51,39 @@ extension Ledger {
             msg("keep"), msg("soon", expires: soon.iso8601), msg("gone", expires: "2001-01-01T00:00:00Z"),
         ])))
         // Already expired when synced: never kept.
-        #expect(try t.ledger.message(id: "gone") == nil)
-        let list = try t.ledger.widgetList()
+        #expect(try t.ledger.read({ try $0.message(id: "gone") }) == nil)
+        let list = try t.ledger.read({ try $0.widgetList() })
         #expect(Set(list.items.map(\.id)) == ["keep", "soon"])
         #expect(list.nextExpiry == soon)
         let later = Timestamp(micros: soon.micros + 1)
-        let afterExpiry = try t.ledger.widgetList(now: later)
+        let afterExpiry = try t.ledger.read({ try $0.widgetList(now: later) })
         #expect(afterExpiry.items.map(\.id) == ["keep"])
         #expect(afterExpiry.unreadCount == 1)
-        #expect(try t.ledger.badge(now: later) == 1)
-        #expect(try t.ledger.badge() == 2)
+        #expect(try t.ledger.read({ try $0.badge(now: later) }) == 1)
+        #expect(try t.ledger.read({ try $0.badge() }) == 2)
     }
 
     @Test func localReadSurvivesSyncsThatHaveNotSeenIt() throws {
         let t = try TestLedger()
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("m", read: false)])))
         try t.ledger.append(.messageRead(ReadChange(ids: ["m"], read: true)))
-        #expect(try t.ledger.message(id: "m")?.read == true)
-        #expect(try t.ledger.message(id: "m")?.localRead == true)
+        #expect(try t.ledger.read({ try $0.message(id: "m") })?.read == true)
+        #expect(try t.ledger.read({ try $0.message(id: "m") })?.localRead == true)
         // A sync that still says unread has not seen the local read: it stays read.
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("m", read: false)])))
-        #expect(try t.ledger.message(id: "m")?.read == true)
-        #expect(try t.ledger.widgetList().unreadCount == 0)
+        #expect(try t.ledger.read({ try $0.message(id: "m") })?.read == true)
+        #expect(try t.ledger.read({ try $0.widgetList() }).unreadCount == 0)
         // The server agrees: the local override is no longer needed.
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("m", read: true)])))
-        let state = try #require(try t.ledger.message(id: "m"))
+        let state = try #require(try t.ledger.read({ try $0.message(id: "m") }))
         #expect(state.localRead == nil && state.serverRead && state.read)
         // From then on the server's flag rules again.
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("m", read: false)])))
-        #expect(try t.ledger.message(id: "m")?.read == false)
+        #expect(try t.ledger.read({ try $0.message(id: "m") })?.read == false)
         // A sync without a read flag keeps the server flag it knew.
         try t.ledger.append(.messageRead(ReadChange(ids: ["m"], read: true)))
         try t.ledger.append(.inboxSynced(InboxSync(mode: .delta, messages: [msg("m")])))
-        #expect(try t.ledger.message(id: "m")?.read == true)
+        #expect(try t.ledger.read({ try $0.message(id: "m") })?.read == true)
     }
 
     @Test func localUnreadIsKeptApartToo() throws {
@@ -91,8 +91,8 @@ extension Ledger {
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("m", read: true)])))
         try t.ledger.append(.messageRead(ReadChange(ids: ["m"], read: false)))
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("m", read: true)])))
-        #expect(try t.ledger.message(id: "m")?.read == false)
-        #expect(try t.ledger.widgetList().unreadCount == 1)
+        #expect(try t.ledger.read({ try $0.message(id: "m") })?.read == false)
+        #expect(try t.ledger.read({ try $0.widgetList() }).unreadCount == 1)
     }
 
     @Test func removedMessageTakesItsReadStateAlong() throws {
@@ -101,39 +101,39 @@ extension Ledger {
         try t.ledger.append(.messageRead(ReadChange(ids: ["m"], read: true)))
         try t.ledger.append(.inboxSynced(InboxSync(mode: .delta, messages: [], removed: ["m"])))
         try t.ledger.append(.inboxSynced(InboxSync(mode: .delta, messages: [msg("m")])))
-        #expect(try t.ledger.message(id: "m")?.read == false)
-        #expect(try t.ledger.message(id: "m")?.localRead == nil)
+        #expect(try t.ledger.read({ try $0.message(id: "m") })?.read == false)
+        #expect(try t.ledger.read({ try $0.message(id: "m") })?.localRead == nil)
     }
 
     @Test func readOfUnknownMessagesIsHarmlessAndReported() throws {
         let t = try TestLedger()
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("m")])))
-        let receipt = try t.ledger.appendWithReceipt(contentsOf: [DomainEvent.messageRead(ReadChange(ids: ["m", "x"], read: true)).newEvent()])
+        let receipt = try t.ledger.append(AppendRequest([DomainEvent.messageRead(ReadChange(ids: ["m", "x"], read: true)).newEvent()]))
         #expect(receipt.notes == [.unknownMessages(ids: ["x"], sequence: 2)])
-        #expect(try t.ledger.message(id: "m")?.read == true)
+        #expect(try t.ledger.read({ try $0.message(id: "m") })?.read == true)
     }
 
     @Test func badgeIsUnreadPlusAdjustmentsNeverBelowZero() throws {
         let t = try TestLedger()
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("a"), msg("b")])))
-        #expect(try t.ledger.badge() == 2)
+        #expect(try t.ledger.read({ try $0.badge() }) == 2)
         try t.ledger.append(.badgeAdjusted(.delta(3)))
-        #expect(try t.ledger.badge() == 5)
+        #expect(try t.ledger.read({ try $0.badge() }) == 5)
         try t.ledger.append(.badgeAdjusted(.delta(-10)))
-        #expect(try t.ledger.badge() == 0)
+        #expect(try t.ledger.read({ try $0.badge() }) == 0)
         // The delta moved the shown badge to 0, not below: +1 shows 1.
         try t.ledger.append(.badgeAdjusted(.delta(1)))
-        #expect(try t.ledger.badge() == 1)
+        #expect(try t.ledger.read({ try $0.badge() }) == 1)
         // `set` makes the badge n at that point; later read changes move it from there.
         try t.ledger.append(.badgeAdjusted(.set(7)))
-        #expect(try t.ledger.badge() == 7)
+        #expect(try t.ledger.read({ try $0.badge() }) == 7)
         try t.ledger.append(.messageRead(ReadChange(ids: ["a"], read: true)))
-        #expect(try t.ledger.badge() == 6)
+        #expect(try t.ledger.read({ try $0.badge() }) == 6)
         try t.ledger.append(.inboxSynced(InboxSync(mode: .delta, messages: [msg("c")])))
-        #expect(try t.ledger.badge() == 7)
+        #expect(try t.ledger.read({ try $0.badge() }) == 7)
         try t.ledger.append(.badgeAdjusted(.set(0)))
-        #expect(try t.ledger.badge() == 0)
-        #expect(try t.ledger.widgetList().unreadCount == 2)
+        #expect(try t.ledger.read({ try $0.badge() }) == 0)
+        #expect(try t.ledger.read({ try $0.widgetList() }).unreadCount == 2)
     }
 
     @Test func actionsQueueInOrderUntilCompleted() throws {
@@ -143,56 +143,56 @@ extension Ledger {
         try t.ledger.append(.widgetAction(WidgetAction(actionID: "a2", kind: .markTaskDone, target: "task-9")))
         try t.ledger.append(.widgetAction(WidgetAction(actionID: "a3", kind: .custom, name: "snooze", payload: .object(["minutes": .integer(10)]))))
         // markRead took effect at once: widget and badge are right before the host runs.
-        #expect(try t.ledger.message(id: "m1")?.read == true)
-        #expect(try t.ledger.badge() == 1)
-        let pending = try t.ledger.pendingActions()
+        #expect(try t.ledger.read({ try $0.message(id: "m1") })?.read == true)
+        #expect(try t.ledger.read({ try $0.badge() }) == 1)
+        let pending = try t.ledger.read({ try $0.pendingActions() })
         #expect(pending.map(\.actionID) == ["a1", "a2", "a3"])
         #expect(pending[2].payload == Array(#"{"minutes":10}"#.utf8))
-        #expect(try t.ledger.widgetList().pendingActions == 3)
+        #expect(try t.ledger.read({ try $0.widgetList() }).pendingActions == 3)
 
-        var receipt = try t.ledger.appendWithReceipt(contentsOf: [DomainEvent.actionCompleted(ActionCompletion(actionID: "a2", outcome: .done)).newEvent()])
+        var receipt = try t.ledger.append(AppendRequest([DomainEvent.actionCompleted(ActionCompletion(actionID: "a2", outcome: .done)).newEvent()]))
         #expect(receipt.notes.isEmpty)
-        #expect(try t.ledger.pendingActions().map(\.actionID) == ["a1", "a3"])
-        receipt = try t.ledger.appendWithReceipt(contentsOf: [
+        #expect(try t.ledger.read({ try $0.pendingActions() }).map(\.actionID) == ["a1", "a3"])
+        receipt = try t.ledger.append(AppendRequest([
             DomainEvent.actionCompleted(ActionCompletion(actionID: "a2", outcome: .failed)).newEvent(),
             DomainEvent.actionCompleted(ActionCompletion(actionID: "zz", outcome: .done)).newEvent(),
             DomainEvent.widgetAction(WidgetAction(actionID: "a1", kind: .openMessage, target: "m2")).newEvent(),
-        ])
+        ]))
         #expect(receipt.notes == [
             .alreadyCompleted(actionID: "a2", sequence: 6), .unknownAction(actionID: "zz", sequence: 7),
             .duplicateAction(actionID: "a1", sequence: 8),
         ])
-        #expect(try t.ledger.pendingActions().map(\.actionID) == ["a1", "a3"])
-        #expect(try t.ledger.pendingActions(limit: 1).map(\.actionID) == ["a1"])
+        #expect(try t.ledger.read({ try $0.pendingActions() }).map(\.actionID) == ["a1", "a3"])
+        #expect(try t.ledger.read({ try $0.pendingActions(limit: 1) }).map(\.actionID) == ["a1"])
     }
 
     @Test func versionTracksWhatTheWidgetShows() throws {
         let t = try TestLedger()
-        #expect(try t.ledger.widgetList().version == 0)
-        #expect(try t.ledger.widgetList().updatedAt == nil)
+        #expect(try t.ledger.read({ try $0.widgetList() }).version == 0)
+        #expect(try t.ledger.read({ try $0.widgetList() }).updatedAt == nil)
         let s1 = try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("m")])))
-        let v1 = try t.ledger.widgetList().version
+        let v1 = try t.ledger.read({ try $0.widgetList() }).version
         #expect(v1 == s1)
-        #expect(try !t.ledger.hasChanged(since: v1))
+        #expect(try t.ledger.read({ try $0.widgetVersion() }) == v1)
         // A custom event, a re-sync of identical content and an action that is not markRead
         // change nothing the widget shows.
         try t.ledger.append(NewEvent(type: "app.opened", payload: Array("{}".utf8)))
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("m")])))
         try t.ledger.append(.widgetAction(WidgetAction(actionID: "x", kind: .openMessage, target: "m")))
-        #expect(try !t.ledger.hasChanged(since: v1))
+        #expect(try t.ledger.read({ try $0.widgetVersion() }) == v1)
         let s2 = try t.ledger.append(.messageRead(ReadChange(ids: ["m"], read: true)))
-        #expect(try t.ledger.hasChanged(since: v1))
-        #expect(try t.ledger.currentVersion() == s2)
+        #expect(try t.ledger.read({ try $0.widgetVersion() }) != v1)
+        #expect(try t.ledger.read({ try $0.widgetVersion() }) == s2)
         let s3 = try t.ledger.append(.badgeAdjusted(.delta(1)))
-        #expect(try t.ledger.currentVersion() == s3)
+        #expect(try t.ledger.read({ try $0.widgetVersion() }) == s3)
     }
 
     @Test func customEventsAreStoredAndIgnored() throws {
         let t = try TestLedger()
         let seq = try t.ledger.append(NewEvent(type: "com.example.future-thing", payload: [0xFF, 0x00, 0x01]))
-        #expect(try t.ledger.event(at: seq)?.payload == [0xFF, 0x00, 0x01])
-        #expect(try t.ledger.widgetList().version == 0)
-        #expect(try t.ledger.verifyProjections() == nil)
+        #expect(try t.ledger.read({ try $0.event(at: seq) })?.payload == [0xFF, 0x00, 0x01])
+        #expect(try t.ledger.read({ try $0.widgetList() }).version == 0)
+        #expect(try t.ledger.maintenance.verifyProjections() == nil)
     }
 
     @Test func typedAndJSONFormsGiveTheSamePayload() throws {
@@ -212,7 +212,7 @@ extension Ledger {
         #expect(throws: LedgerError.invalidEvent(index: 1, field: field, reason: reason), sourceLocation: sourceLocation) {
             try t.ledger.append(contentsOf: [event("custom.ok"), NewEvent(type: type, payload: Array(json.utf8))])
         }
-        #expect(try t.ledger.count() == 0, sourceLocation: sourceLocation)
+        #expect(try t.ledger.read({ try $0.count() }) == 0, sourceLocation: sourceLocation)
     }
 
     @Test func eachBadFieldIsNamed() throws {
@@ -285,22 +285,22 @@ extension Ledger {
         try t.ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [msg("a"), msg("b")])))
         try t.ledger.append(.widgetAction(WidgetAction(actionID: "x", kind: .markRead, target: "a")))
         try t.ledger.append(.badgeAdjusted(.delta(2)))
-        #expect(try t.ledger.verifyProjections() == nil)
+        #expect(try t.ledger.maintenance.verifyProjections() == nil)
 
         let env = try Environment.open(directory: t.path, configuration: EnvironmentConfiguration())
         let messages = try RawProjectionTable(env, .messages)
         var record = try #require(try env.read { try $0.get(messages, key: Array("b".utf8)) }.flatMap(MessageRecord.decode))
         record.title = "tampered"
         try env.write { try $0.put(messages, key: Array("b".utf8), value: record.encode()) }
-        let mismatch = try #require(try t.ledger.verifyProjections())
+        let mismatch = try #require(try t.ledger.maintenance.verifyProjections())
         #expect(mismatch.table == "messages" && mismatch.key == "b")
 
         let state = try RawProjectionTable(env, .state)
         try env.write { try $0.put(messages, key: Array("b".utf8), value: { var r = record; r.title = "t"; return r.encode() }()) }
-        #expect(try t.ledger.verifyProjections() == nil)
+        #expect(try t.ledger.maintenance.verifyProjections() == nil)
         var tampered = try #require(try env.read { try $0.get(state, key: ProjectionState.key) }.flatMap(ProjectionState.decode))
         tampered.unread = 99
         try env.write { try $0.put(state, key: ProjectionState.key, value: tampered.encode()) }
-        #expect(try t.ledger.verifyProjections()?.table == "state")
+        #expect(try t.ledger.maintenance.verifyProjections()?.table == "state")
     }
 }

@@ -79,12 +79,12 @@ import Glibc
     /// Every event acknowledged is in the ledger at its sequence, and the ledger verifies.
     func expectAcknowledged(_ path: String, _ acks: [String], count: Int, sourceLocation: SourceLocation = #_sourceLocation) throws {
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "check"))
-        #expect(try ledger.count() == count, sourceLocation: sourceLocation)
+        #expect(try ledger.read({ try $0.count() }) == count, sourceLocation: sourceLocation)
         for ack in acks {
             let seq = try #require(UInt64(ack.dropFirst(4)), "not an ack: \(ack)", sourceLocation: sourceLocation)
-            #expect(try ledger.events(after: seq - 1, limit: 1).first?.sequence == seq, sourceLocation: sourceLocation)
+            #expect(try ledger.read({ try $0.events(after: seq - 1, limit: 1) }).first?.sequence == seq, sourceLocation: sourceLocation)
         }
-        #expect(try ledger.verify().isHealthy, sourceLocation: sourceLocation)
+        #expect(try ledger.maintenance.verify().isHealthy, sourceLocation: sourceLocation)
     }
 
     /// A `data.mdb` hard-linked into a second directory, which gets its own `lock.mdb`.

@@ -56,9 +56,9 @@ import Glibc
             }
         }
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "check"))
-        #expect(try ledger.count() == count)
-        #expect(try ledger.headSequence() == UInt64(count))
-        #expect(try ledger.verify().isHealthy)
+        #expect(try ledger.read({ try $0.count() }) == count)
+        #expect(try ledger.read({ try $0.head() }) == UInt64(count))
+        #expect(try ledger.maintenance.verify().isHealthy)
     }
 
     /// The library's own child: all three closed, it appends and prints the sequence number.

@@ -77,7 +77,7 @@ import Glibc
         // Writable: the creation is finished and the ledger works.
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
         #expect(try ledger.append(event()) == 1)
-        #expect(try ledger.verify().isHealthy)
+        #expect(try ledger.maintenance.verify().isHealthy)
     }
 
     @Test func processesRacingToFinishAnInterruptedCreationAllSucceed() throws {
@@ -92,8 +92,8 @@ import Glibc
                 #expect(out.status == 0 && !out.signalled, "round \(round): \(out.stdout) \(out.stderr)")
             }
             let ledger = try Ledger(path: path, options: LedgerOptions(role: "check"))
-            #expect(try ledger.count() == 4, "round \(round)")
-            #expect(try ledger.verify().isHealthy)
+            #expect(try ledger.read({ try $0.count() }) == 4, "round \(round)")
+            #expect(try ledger.maintenance.verify().isHealthy)
         }
     }
 
@@ -245,7 +245,7 @@ import Glibc
         _ = FileManager.default.createFile(atPath: path + "/lock.mdb", contents: Data(count: size))
         let out = try run("verify", path)
         #expect(out.status == 0, "\(out.stdout) \(out.stderr)")
-        #expect(try Ledger(path: path).count() == 10)
+        #expect(try Ledger(path: path).read { try $0.count() } == 10)
     }
 
     // MARK: Non-regular files (finding 8)
@@ -302,7 +302,7 @@ import Glibc
         }
         // Space again: the ledger opens with its event.
         try FileManager.default.removeItem(atPath: mountPoint + "/ballast")
-        #expect(try Ledger(path: path, options: options).count() == 1)
+        #expect(try Ledger(path: path, options: options).read { try $0.count() } == 1)
     }
 
     // MARK: Read-only mount beside live writers (finding 7)
@@ -341,19 +341,19 @@ import Glibc
         }
         defer { for w in writers { w.kill(); _ = try? w.wait(timeout: 30) } }
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "verifier"))
-        #expect(try waitUntil { try ledger.headSequence() >= 200 }, "the writers did not start")
-        let before = try ledger.headSequence()
+        #expect(try waitUntil { try ledger.read({ try $0.head() }) >= 200 }, "the writers did not start")
+        let before = try ledger.read({ try $0.head() })
         var runs = 0
         // 40 runs, and on until the writers have appended 100 more events meanwhile (the events
         // this waits for; a loaded machine makes it slower, never shorter).
         let guardDeadline = Date().addingTimeInterval(hangGuardSeconds)
-        func writersAppendedMeanwhile() throws -> Bool { try ledger.headSequence() > before + 100 }
+        func writersAppendedMeanwhile() throws -> Bool { try ledger.read({ try $0.head() }) > before + 100 }
         while Date() < guardDeadline {
             if runs >= 40, try writersAppendedMeanwhile() { break }
-            let report = try ledger.verify()
+            let report = try ledger.maintenance.verify()
             #expect(report.isHealthy, "run \(runs): \(report.findings)")
             runs += 1
         }
-        #expect(try ledger.headSequence() > before + 100, "the writers did not write while verify ran")
+        #expect(try ledger.read({ try $0.head() }) > before + 100, "the writers did not write while verify ran")
     }
 }

@@ -38,13 +38,13 @@ import TestSupport
         let t = try TestLedger()
         let note = NoteAdded(noteID: "n1", text: "Buy milk", tags: ["home": 1], items: [.init(n: 7)])
         let seq = try t.ledger.append(note, key: "note-n1")
-        let stored = try #require(try t.ledger.event(at: seq))
+        let stored = try #require(try t.ledger.read({ try $0.event(at: seq) }))
         #expect(stored.type == "com.example.note-added" && stored.typeVersion == 1 && stored.baseType == NoteAdded.eventType)
         #expect(String(decoding: stored.payload, as: UTF8.self) == #"{"items":[{"n":7}],"noteID":"n1","tags":{"home":1},"text":"Buy milk"}"#)
         #expect(try stored.decode(as: NoteAdded.self) == note)
         // A version-2 type is stored as type@2.
         let v2 = try t.ledger.append(NoteAddedV2(noteID: "n2", body: "Hi", pinned: true))
-        #expect(try t.ledger.event(at: v2)?.type == "com.example.note-added@2")
+        #expect(try t.ledger.read({ try $0.event(at: v2) })?.type == "com.example.note-added@2")
     }
 
     @Test func theSameValueAlwaysGivesTheSameBytesSoRetriesNeverConflict() throws {
@@ -68,7 +68,7 @@ import TestSupport
             let viaFoundation = try JSONEncoder().encode(b)
             #expect(try CanonicalJSON.canonicalize(Array(viaFoundation)) == CanonicalJSON.encode(a))
         }
-        #expect(try t.ledger.count() == 200)
+        #expect(try t.ledger.read({ try $0.count() }) == 200)
         #expect(throws: LedgerError.self) { try CanonicalJSON.encode(["x": Double.nan]) }
         #expect(String(decoding: try CanonicalJSON.encode(["b": 1.0, "a": 0.5]), as: UTF8.self) == #"{"a":0.5,"b":1}"#)
     }
@@ -79,7 +79,7 @@ import TestSupport
         let nested = try t.ledger.append(NewEvent(type: NoteAdded.eventType, payload: Array(#"{"noteID":"n1","text":"t","tags":{},"items":[{"n":1},{"n":"two"}]}"#.utf8)))
         let other = try t.ledger.append(.badgeAdjusted(.delta(1)))
         func failure(_ seq: UInt64) throws -> LedgerError? {
-            let event = try #require(try t.ledger.event(at: seq))
+            let event = try #require(try t.ledger.read({ try $0.event(at: seq) }))
             do { _ = try event.decode(as: NoteAdded.self); return nil } catch { return error }
         }
         guard case .eventDecoding(missing, _, "data.text", "missing")? = try failure(missing) else {
@@ -104,7 +104,7 @@ import TestSupport
         let old = try Ledger(path: path, options: LedgerOptions(role: "app-v1"))
         let first = try old.append(NoteAdded(noteID: "n1", text: "Groceries: milk"), key: "n1")
         let second = try old.append(NoteAddedV2(noteID: "n2", body: "Call: Bob", pinned: true))
-        let raw = try old.events(after: 0)
+        let raw = try old.read({ try $0.events(after: 0) })
 
         var options = LedgerOptions(role: "app-v3")
         options.upcasters = [
@@ -117,27 +117,27 @@ import TestSupport
             },
         ]
         let upgraded = try Ledger(path: path, options: options)
-        let events = try upgraded.events(after: 0)
+        let events = try upgraded.read({ try $0.events(after: 0) })
         #expect(events.map(\.type) == ["com.example.note-added@3", "com.example.note-added@3"])
         #expect(try events.map { try $0.decode(as: NoteAddedV3.self) } == [
             NoteAddedV3(noteID: "n1", title: "Groceries", pinned: false), NoteAddedV3(noteID: "n2", title: "Call", pinned: true),
         ])
-        #expect(try upgraded.event(at: second)?.decode(as: NoteAddedV3.self).title == "Call")
+        #expect(try upgraded.read({ try $0.event(at: second) })?.decode(as: NoteAddedV3.self).title == "Call")
         // A consumer reads the upgraded form as well.
-        let batch = try upgraded.consumer(named: "host").next()
+        let batch = try upgraded.consumers.consumer(named: "host").next()
         #expect(batch.events.map(\.type) == events.map(\.type))
         // Nothing was rewritten: the stored bytes, and so the idempotency digest, are as written.
         let plain = try Ledger(path: dir.child("ledger"), options: LedgerOptions(role: "reader"))
-        #expect(try plain.events(after: 0) == raw)
+        #expect(try plain.read({ try $0.events(after: 0) }) == raw)
         #expect(try upgraded.append(NoteAdded(noteID: "n1", text: "Groceries: milk"), key: "n1") == first)
-        #expect(try upgraded.verify().isHealthy)
+        #expect(try upgraded.maintenance.verify().isHealthy)
 
         // An upcaster whose result has no JSON form (a NaN deep inside) fails the read, naming
         // the event, instead of storing null in its place.
         var nonFinite = LedgerOptions(role: "nan")
         nonFinite.upcasters = [EventUpcaster(eventType: NoteAdded.eventType, fromVersion: 1) { _ in .object(["x": .array([.number(.nan)])]) }]
         do {
-            _ = try Ledger(path: path, options: nonFinite).events(after: 0)
+            _ = try Ledger(path: path, options: nonFinite).read { try $0.events(after: 0) }
             Issue.record("a NaN from an upcaster was accepted")
         } catch {
             guard case .eventDecoding(first, _, "data", let reason) = error else { Issue.record("\(error)"); return }
@@ -149,7 +149,7 @@ import TestSupport
         failing.upcasters = [EventUpcaster(eventType: NoteAdded.eventType, fromVersion: 1) { _ in throw CocoaError(.coderReadCorrupt) }]
         let broken = try Ledger(path: path, options: failing)
         do {
-            _ = try broken.events(after: 0)
+            _ = try broken.read({ try $0.events(after: 0) })
             Issue.record("a failing upcaster went unnoticed")
         } catch {
             guard case .eventDecoding(first, _, "data", let reason) = error else { Issue.record("\(error)"); return }

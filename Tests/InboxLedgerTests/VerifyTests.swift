@@ -8,19 +8,19 @@ import LMDB
     func damagedLedger(_ damage: (Environment) throws -> Void) throws -> (TestLedger, VerificationReport) {
         let t = try TestLedger()
         try appendMixed(t.ledger, count: 200, seed: 8)
-        #expect(try t.ledger.verify().isHealthy)
+        #expect(try t.ledger.maintenance.verify().isHealthy)
         let env = try Environment.open(directory: t.path, configuration: EnvironmentConfiguration())
         try damage(env)
-        return (t, try t.ledger.verify())
+        return (t, try t.ledger.maintenance.verify())
     }
 
     @Test func healthyLedgerIncludingACompactedOne() throws {
         let t = try TestLedger()
         try appendMixed(t.ledger, count: 300, seed: 9)
-        let c = try t.ledger.consumer(named: "host")
+        let c = try t.ledger.consumers.consumer(named: "host")
         try c.commit(try c.next(limit: 250))
         try Compactor(ledger: t.ledger, policy: policy(tail: 10)).runOnce()
-        let report = try t.ledger.verify()
+        let report = try t.ledger.maintenance.verify()
         #expect(report.isHealthy, "\(report.findings)")
         #expect(report.eventsChecked == 50)
         #expect(report.firstSequence == 251 && report.headSequence == 300)

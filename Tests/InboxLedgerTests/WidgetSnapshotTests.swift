@@ -12,7 +12,7 @@ import TestSupport
         try t.ledger.append(.inboxSynced(InboxSync(mode: .delta, messages: [InboxMessage(id: "m1", title: "Hello", sentAt: Timestamp(micros: 1_000_000))])))
         try t.ledger.append(.widgetAction(WidgetAction(actionID: "a1", kind: .markRead, target: "m1")))
         let before = t.ledger.store.readTransactions
-        let (list, actions) = try t.ledger.widgetSnapshot(limit: 5)
+        let (list, actions) = try t.ledger.read { s in (try s.widgetList(limit: 5), try s.pendingActions(limit: 1000)) }
         #expect(t.ledger.store.readTransactions - before == 1, "the widget's list and its actions came from more than one snapshot")
         #expect(list.pendingActions == actions.count && actions.map(\.actionID) == ["a1"])
         #expect(list.items.map(\.id) == ["m1"])
@@ -32,10 +32,10 @@ import TestSupport
         thread.start()
         var reads = 0
         while !done.load(ordering: .acquiring) || reads == 0 {
-            let (list, actions) = try t.ledger.widgetSnapshot(limit: 1, actionsLimit: 1000)
+            let (list, actions) = try t.ledger.read { s in (try s.widgetList(limit: 1), try s.pendingActions(limit: 1000)) }
             #expect(list.pendingActions == actions.count, "read \(reads): the list counts \(list.pendingActions) actions, the snapshot lists \(actions.count)")
             reads += 1
         }
-        #expect(try t.ledger.pendingActions(limit: 1000).count == 400)
+        #expect(try t.ledger.read({ try $0.pendingActions(limit: 1000) }).count == 400)
     }
 }

@@ -22,7 +22,7 @@ import TestSupport
         try app.append(TaskDone(id: "t1"))
         try app.append(TaskDone(id: "t3"))
         try app.append(TaskRemoved(id: "t5"))
-        return try app.projectionRows(TaskList.self)
+        return try app.read({ try $0.projection(TaskList.self).rows() })
     }
 
     /// What the `app-projections` table's keys start with in the row tree `counters`, where
@@ -221,7 +221,7 @@ import TestSupport
         options.projections = [TaskList.self]
         let app = try Ledger(path: path, options: options)
         try app.append(TaskDone(id: "t0"))
-        let report = try app.verify()
+        let report = try app.maintenance.verify()
         #expect(report.isHealthy, "\(report.findings)")
         #expect(report.firstSequence == 11)
     }

@@ -79,7 +79,7 @@ func reader(dir: String, count: Int, timeout: Double) {
     while last < UInt64(count) {
         if Date() > deadline { die("reader timed out at \(last) of \(count)") }
         do {
-            let events = try ledger.events(after: last, limit: 500)
+            let events = try ledger.read({ try $0.events(after: last, limit: 500) })
             for e in events {
                 if e.sequence != last + 1 { die("gap: expected \(last + 1), got \(e.sequence)") }
                 last = e.sequence
@@ -188,7 +188,7 @@ func badgeBurst(dir: String, count: Int) {
     let ledger = openLedger(dir, role: "burst", durability: "none")
     do {
         for _ in 0..<count { try ledger.append(.badgeAdjusted(.delta(1))) }
-        say("done \(try ledger.headSequence())")
+        say("done \(try ledger.read({ try $0.head() }))")
     } catch {
         die("badge-burst: \(error)")
     }
@@ -214,7 +214,7 @@ func waitChange(dir: String, after: UInt64) async {
         say("waiting")
         let head = try await ledger.waitForChange(after: after)
         let woke = Timestamp.now.micros
-        let committed = try ledger.event(at: head)?.timestampMicros ?? woke
+        let committed = try await ledger.read({ try $0.event(at: head) })?.timestampMicros ?? woke
         say("woke \(head) \(woke - committed)")
     } catch {
         die("wait-change: \(error)")
@@ -227,7 +227,7 @@ func openAndCount(dir: String, readOnly: Bool) {
     options.readOnly = readOnly
     do {
         let ledger = try Ledger(path: dir, options: options)
-        say("count \(try ledger.count())")
+        say("count \(try ledger.read({ try $0.count() }))")
     } catch {
         print("error: \(error)")
         exit(2)
@@ -262,8 +262,8 @@ func suspendCycle(dir: String, control: String) {
     do {
         let ledger = try Ledger(path: dir, options: LedgerOptions(role: "app"))
         try ledger.append(.badgeAdjusted(.delta(1)))
-        let before = try ledger.widgetList(limit: 5)
-        let head = try ledger.headSequence()
+        let before = try ledger.read({ try $0.widgetList(limit: 5) })
+        let head = try ledger.read({ try $0.head() })
         let waiter = Task {
             let woke = try await ledger.waitForChange(after: head + 1)
             say("woke \(woke)")
@@ -281,11 +281,11 @@ func suspendCycle(dir: String, control: String) {
         }
         let micros = times.sorted()[times.count / 2]
         var readOutcome = "read"
-        do { _ = try ledger.widgetList(limit: 5) } catch { readOutcome = error == .suspended ? "suspended" : "\(error)" }
+        do { _ = try ledger.read({ try $0.widgetList(limit: 5) }) } catch { readOutcome = error == .suspended ? "suspended" : "\(error)" }
         say("suspended-call \(micros) \(outcome) \(readOutcome)")
         awaitFile(control + "/resume")
         Ledger.resume()
-        let after = try ledger.widgetList(limit: 5)
+        let after = try ledger.read({ try $0.widgetList(limit: 5) })
         say("widget-same \(after == before)")
         say("resumed \(try ledger.append(.badgeAdjusted(.delta(1))))")
         awaitFile(control + "/exit")
@@ -399,7 +399,7 @@ func consumeCheck(dir: String, name: String, expected: UInt64, timeout: Double) 
     let ledger = openLedger(dir, role: "checker", durability: "none")
     let deadline = Date().addingTimeInterval(timeout)
     do {
-        let consumer = try ledger.consumer(named: name)
+        let consumer = try ledger.consumers.consumer(named: name)
         var last = try consumer.cursor()
         while last < expected {
             if Date() > deadline { die("consume-check: timed out at \(last) of \(expected)") }
@@ -426,7 +426,7 @@ func widgetReader(dir: String, seconds: Double) {
     do {
         let ledger = try Ledger(path: dir, options: options)
         while Date() < deadline {
-            let list = try ledger.widgetList(limit: 1000)
+            let list = try ledger.read({ try $0.widgetList(limit: 1000) })
             if list.items.filter({ !$0.read }).count != list.unreadCount {
                 die("widget-reader: \(list.unreadCount) unread but rows say otherwise")
             }
@@ -445,7 +445,7 @@ func widgetReader(dir: String, seconds: Double) {
 func batchConsumer(dir: String, name: String, expected: Int, cycles: Int) async {
     let ledger = openLedger(dir, role: "app", durability: "none")
     let host: Consumer
-    do { host = try await ledger.consumer(named: name) } catch { die("consumer: \(error)") }
+    do { host = try await ledger.consumers.consumer(named: name) } catch { die("consumer: \(error)") }
     let toggler = Task.detached {
         var rng = SystemRandomNumberGenerator()
         for _ in 0..<cycles {
@@ -505,8 +505,8 @@ func flowActor(dir: String, role: String, control: String, start: Int) async {
                 let seq = try await retrying { try await ledger.append(event) }
                 say("done \(n) \(seq)")
             case "complete" where fields.count == 2:
-                let host = try await retrying { try ledger.consumer(named: "host-app") }
-                let lag = try await retrying { try host.cursor() < ledger.headSequence() }
+                let host = try await retrying { try ledger.consumers.consumer(named: "host-app") }
+                let lag = try await retrying { try host.cursor() < ledger.read({ try $0.head() }) }
                 var completed = 0
                 if lag, let limit = Int(fields[1]) {
                     var batches = host.batches(limit: limit).makeAsyncIterator()
@@ -606,8 +606,8 @@ final class TaskActor {
     func check() {
         do throws(LedgerError) {
             switch version {
-            case 1: try compare(try unsuspended { () throws(LedgerError) in try ledger.projectionContents(TaskList.self) })
-            case 2: try compare(try unsuspended { () throws(LedgerError) in try ledger.projectionContents(TaskListV2.self) })
+            case 1: try compare(try unsuspended { () throws(LedgerError) in try ledger.read({ try $0.projection(TaskList.self).contents() }) })
+            case 2: try compare(try unsuspended { () throws(LedgerError) in try ledger.read({ try $0.projection(TaskListV2.self).contents() }) })
             default: return
             }
         } catch {
@@ -623,7 +623,7 @@ final class TaskActor {
 
     private func compare<P: LedgerProjection>(_ contents: ProjectionContents<P>) throws(LedgerError) where P.Row == TaskList.Row, P.Document == TaskList.Document {
         while model.through < contents.head {
-            let events = try unsuspended { () throws(LedgerError) in try ledger.events(after: model.through, limit: 1000) }
+            let events = try unsuspended { () throws(LedgerError) in try ledger.read({ try $0.events(after: model.through, limit: 1000) }) }
             guard let first = events.first, first.sequence == model.through + 1 else { die("check \(role): the log has a gap after \(model.through)") }
             do { try model.fold(events, through: contents.head) } catch { die("check \(role): model: \(error)") }
         }
@@ -654,7 +654,7 @@ func taskActor(dir: String, role: String, version: Int, seed: UInt64, ackPath: S
         }
     }
     let head: UInt64
-    do { head = try unsuspended { () throws(LedgerError) in try actor.ledger.headSequence() } } catch { die("head: \(error)") }
+    do { head = try unsuspended { () throws(LedgerError) in try actor.ledger.read({ try $0.head() }) } } catch { die("head: \(error)") }
     say("ready \(head)")
     var batches = 0
     while count < 0 || batches < count {
@@ -685,7 +685,7 @@ func taskOpen(dir: String, version: Int, durability: String) {
     options.projections = taskProjections(version)
     do {
         let ledger = try Ledger(path: dir, options: options)
-        guard let info = try ledger.projections().first(where: { $0.name == TaskList.name }) else { die("no record after the build") }
+        guard let info = try ledger.projections.list().first(where: { $0.name == TaskList.name }) else { die("no record after the build") }
         say("open \(info.status) \(info.appliedThrough)")
     } catch {
         die("task-open: \(error)")

@@ -74,7 +74,7 @@ struct Compact: AsyncParsableCommand, GuardedCommand {
         let ledger = try openLedger(location, writes: !dryRun && copyTo == nil)
         if let copyTo {
             do {
-                try ledger.compactCopy(to: copyTo)
+                try ledger.maintenance.compactCopy(to: copyTo)
             } catch {
                 throw fail(error)
             }

@@ -34,7 +34,7 @@ struct Consume: ParsableCommand, GuardedCommand {
         let consumer: Consumer
         let batch: ConsumerBatch
         do {
-            consumer = try ledger.consumer(named: name)
+            consumer = try ledger.consumers.consumer(named: name)
             batch = try consumer.next(limit: limit)
         } catch {
             throw fail(error)
@@ -84,12 +84,12 @@ struct RebaseConsumer: ParsableCommand, GuardedCommand {
         let head: UInt64
         do {
             // Only an existing consumer: `consumer(named:)` would register a missing one.
-            guard let info = try ledger.consumers().first(where: { $0.name == name }) else {
+            guard let info = try ledger.consumers.list().first(where: { $0.name == name }) else {
                 printError("\(location.path): no consumer named '\(name)'")
                 throw ExitCode(ExitStatus.problems)
             }
             before = info.cursor
-            head = try ledger.consumer(named: name).rebase()
+            head = try ledger.consumers.consumer(named: name).rebase()
         } catch let error as LedgerError {
             throw fail(error)
         }
@@ -115,7 +115,7 @@ struct DropConsumer: ParsableCommand, GuardedCommand {
     func run() throws {
         let ledger = try openLedger(location, writes: true)
         let existed: Bool
-        do { existed = try ledger.dropConsumer(named: name) } catch { throw fail(error) }
+        do { existed = try ledger.consumers.drop(named: name) } catch { throw fail(error) }
         guard existed else {
             printError("\(location.path): no consumer named '\(name)'")
             throw ExitCode(ExitStatus.problems)
@@ -142,7 +142,7 @@ struct ListConsumers: ParsableCommand, GuardedCommand {
     func run() throws {
         let ledger = try openLedger(location, writes: false)
         let consumers: [ConsumerInfo]
-        do { consumers = try ledger.consumers() } catch { throw fail(error) }
+        do { consumers = try ledger.consumers.list() } catch { throw fail(error) }
         let now = Timestamp.now
         if json {
             try emit(try jsonLine(consumers.map { ConsumerOutput($0, now: now) }))

@@ -59,7 +59,7 @@ struct Events: AsyncParsableCommand, GuardedCommand {
         // ends it at once instead of at the next event's failed write.
         let readerWatch = follow ? ReaderWatch() : nil
         var printed = 0
-        var iterator = ledger.iterator(after: after, pageSize: 1024)
+        var iterator = EventIterator(ledger, after: after, pageSize: 1024)
         do {
             while follow || printed < limit {
                 guard let event = try iterator.next() else {

@@ -150,6 +150,6 @@ func fail(_ error: LedgerError) -> ExitCode {
     case .notALedger, .newerFormat, .permissionDenied, .corruptStore, .projectionUpgradeNeeded, .filesNotShared: return ExitCode(ExitStatus.cannotOpen)
     case .invalidEvent, .invalidArgument, .eventTooLarge, .idempotencyConflict, .corruptRecord, .unknownConsumer, .consumerGap,
          .consumerConflict, .headMoved, .eventDecoding, .projectionRejected, .projectionUnavailable, .projectionBuilding: return ExitCode(ExitStatus.problems)
-    case .readOnly, .newerProjections, .storeFull, .storage, .writerBusy, .suspended, .readerSlotsFull, .unexpected: return ExitCode(ExitStatus.storage)
+    case .readOnly, .newerProjections, .storeFull, .storage, .writerBusy, .suspended, .readerSlotsFull, .unexpected, .cancelled: return ExitCode(ExitStatus.storage)
     }
 }

@@ -30,10 +30,10 @@ struct Inspect: ParsableCommand, GuardedCommand {
         let recent: [Event]
         let widget: WidgetList
         do {
-            stats = try ledger.statistics()
-            widget = try ledger.widgetList(limit: 3)
+            stats = try ledger.maintenance.statistics()
+            widget = try ledger.read({ try $0.widgetList(limit: 3) })
             let from = stats.headSequence > UInt64(max(0, last)) ? stats.headSequence - UInt64(max(0, last)) : 0
-            recent = try ledger.events(after: from, limit: max(0, last))
+            recent = try ledger.read({ try $0.events(after: from, limit: max(0, last)) })
         } catch {
             throw fail(error)
         }

@@ -38,10 +38,10 @@ struct ProjectionCommand: ParsableCommand, GuardedCommand {
         let ledger = try openLedger(location, writes: false)
         let dump: (info: ProjectionInfo, document: [UInt8]?, rows: [(key: String, json: [UInt8])])
         do {
-            dump = try ledger.projectionDump(named: name, limit: limit ?? .max)
+            dump = try ledger.projections.dump(named: name, limit: limit ?? .max)
         } catch .projectionUnavailable {
             // No record of that name: say which there are (if the records can be read).
-            let stored = (try? ledger.projections())?.map(\.name)
+            let stored = (try? ledger.projections.list())?.map(\.name)
             let names = stored.map { $0.isEmpty ? "none is stored" : "stored: " + $0.joined(separator: ", ") }
             printError("\(location.path): no app projection named '\(name)'" + (names.map { " (\($0))" } ?? ""))
             throw ExitCode(ExitStatus.problems)

@@ -42,7 +42,7 @@ struct Simulate: AsyncParsableCommand, GuardedCommand {
 
     func run() async throws {
         let ledger = try openLedger(location, role: "simulate", writes: true, create: true)
-        do { _ = try await ledger.consumer(named: "host-app") } catch let error as LedgerError { throw fail(error) }
+        do { _ = try await ledger.consumers.consumer(named: "host-app") } catch { throw fail(error) }
         let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
         let me = FileManager.default.isExecutableFile(atPath: executable) ? executable : CommandLine.arguments[0]
         func spawn(_ role: SimulationRole, _ extra: [String] = []) throws -> Process {
@@ -53,7 +53,7 @@ struct Simulate: AsyncParsableCommand, GuardedCommand {
             try p.run()
             return p
         }
-        let startHead = (try? await ledger.headSequence()) ?? 0
+        let startHead = (try? await ledger.read({ try $0.head() })) ?? 0
         var writers = [try spawn(.app), try spawn(.notificationService)]
         for w in 0..<widgets { writers.append(try spawn(.widget, ["--name", "widget-\(w + 1)"])) }
         let host = try spawn(.host)
@@ -74,9 +74,9 @@ struct Simulate: AsyncParsableCommand, GuardedCommand {
         var lastTime = started
         while true {
             try await Task.sleep(for: .seconds(1))
-            let head = (try? await ledger.headSequence()) ?? lastHead
+            let head = (try? await ledger.read({ try $0.head() })) ?? lastHead
             let now = Date()
-            let list = try? await ledger.widgetList(limit: 0)
+            let list = try? await ledger.read({ try $0.widgetList(limit: 0) })
             let rate = Double(head - lastHead) / now.timeIntervalSince(lastTime)
             try progress(String(format: "%6.1f s %9llu %10.0f %8d %6d %7d", now.timeIntervalSince(started), head, rate,
                         list?.pendingActions ?? 0, list?.badge ?? 0, list?.unreadCount ?? 0))
@@ -90,7 +90,7 @@ struct Simulate: AsyncParsableCommand, GuardedCommand {
         compactor.terminate()
         compactor.waitUntilExit()
         // Let the host finish every queued action, then stop it.
-        do { try await ledger.append(NewEvent(type: "simulate.end", payload: Array("{}".utf8))) } catch let error as LedgerError { throw fail(error) }
+        do { try ledger.append(NewEvent(type: "simulate.end", payload: Array("{}".utf8))) } catch { throw fail(error) }
         let deadline = Date().addingTimeInterval(60)
         while host.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
         if host.isRunning { host.terminate() }
@@ -100,10 +100,10 @@ struct Simulate: AsyncParsableCommand, GuardedCommand {
         let report: VerificationReport
         let pending: Int
         do {
-            stats = try ledger.statistics()
-            report = try ledger.verify()
-            pending = try await ledger.pendingActions(limit: 1_000_000).count
-        } catch let error as LedgerError {
+            stats = try ledger.maintenance.statistics()
+            report = try ledger.maintenance.verify()
+            pending = try await ledger.read({ try $0.pendingActions(limit: 1_000_000) }).count
+        } catch {
             throw fail(error)
         }
         var lines = ["", "Summary"]
@@ -196,7 +196,7 @@ struct SimulateRole: AsyncParsableCommand {
     /// A widget: reads what it would show, taps rows (mark read, open) and tasks.
     func widget(_ ledger: Ledger, _ rng: inout SimulationRandom) throws {
         try forever { i in
-            let list = try ledger.widgetList(limit: 8)
+            let list = try ledger.read({ try $0.widgetList(limit: 8) })
             let target = list.items.isEmpty ? "msg-0" : list.items[rng.int(0...(list.items.count - 1))].id
             let kind: WidgetAction.Kind = [.markRead, .openMessage, .markTaskDone][rng.int(0...2)]
             try ledger.append(.widgetAction(WidgetAction(
@@ -227,7 +227,7 @@ struct SimulateRole: AsyncParsableCommand {
     /// The host app's consumer: completes each widget action exactly once, atomically with its
     /// cursor; exits after the `simulate.end` marker.
     func hostConsumer(_ ledger: Ledger) async throws {
-        let host = try await ledger.consumer(named: "host-app")
+        let host = try await ledger.consumers.consumer(named: "host-app")
         while true {
             let batch: ConsumerBatch
             do { batch = try await host.next(limit: 100) } catch {

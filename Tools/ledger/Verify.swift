@@ -29,7 +29,7 @@ struct Verify: ParsableCommand, GuardedCommand {
             ledger = try openLedger(location, writes: false, reportErrors: false)
         } catch LedgerError.corruptStore(let path, let reason) {
             // LMDB refuses the store: name the damaged pages if a walk of the file finds them.
-            let pages = Ledger.damagedPages(at: path)
+            let pages = LedgerMaintenance.damagedPages(at: path)
             guard !pages.isEmpty else { throw fail(LedgerError.corruptStore(path: path, reason: reason)) }
             let findings = [reason] + pages
             if json {
@@ -42,7 +42,7 @@ struct Verify: ParsableCommand, GuardedCommand {
             throw fail(error)
         }
         let report: VerificationReport
-        do { report = try ledger.verify() } catch { throw fail(error) }
+        do { report = try ledger.maintenance.verify() } catch { throw fail(error) }
         if json {
             try emit(try jsonLine(VerifyOutput(report)))
         } else {

@@ -31,7 +31,7 @@ struct Widget: ParsableCommand, GuardedCommand {
         let actions: [PendingAction]
         do {
             // One snapshot: the badge, the counts and the actions listed agree.
-            (list, actions) = try ledger.widgetSnapshot(limit: limit, actionsLimit: 1000)
+            (list, actions) = try ledger.read { snapshot in (try snapshot.widgetList(limit: limit), try snapshot.pendingActions(limit: 1000)) }
         } catch {
             throw fail(error)
         }

@@ -167,7 +167,7 @@ let benchmarks: @Sendable () -> Void = {
     /// A realistic inbox: 200 messages, some read, a few pending actions and badge deltas.
     func widgetFixture() throws -> Fixture {
         let f = try fixture("widget", durability: .none)
-        if try f.ledger.headSequence() == 0 {
+        if try f.ledger.read({ try $0.head() }) == 0 {
             try f.ledger.append(contentsOf: (0..<200).map { inboxDelta($0) })
             for i in stride(from: 0, to: 200, by: 3) {
                 try f.ledger.append(.messageRead(ReadChange(ids: ["msg-\(i)"], read: true)))
@@ -185,7 +185,7 @@ let benchmarks: @Sendable () -> Void = {
         let f = try widgetFixture()
         benchmark.startMeasurement()
         for _ in benchmark.scaledIterations {
-            blackHole(try f.ledger.widgetList(limit: 10))
+            blackHole(try f.ledger.read({ try $0.widgetList(limit: 10) }))
         }
     }
 
@@ -197,7 +197,7 @@ let benchmarks: @Sendable () -> Void = {
         for _ in benchmark.scaledIterations {
             try Ledger.suspend()
             Ledger.resume()
-            blackHole(try f.ledger.widgetList(limit: 10))
+            blackHole(try f.ledger.read({ try $0.widgetList(limit: 10) }))
         }
     }
 
@@ -209,17 +209,17 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.startMeasurement()
         for _ in benchmark.scaledIterations {
             let limit = 10 + widgetReads.wrappingAdd(1, ordering: .relaxed).oldValue % 2
-            blackHole(try f.ledger.widgetList(limit: limit))
+            blackHole(try f.ledger.read({ try $0.widgetList(limit: limit) }))
         }
     }
 
     Benchmark("hasChanged-since-check") { benchmark in
         let f = try fixture("version", durability: .none)
         try f.ledger.append(inboxDelta(1))
-        let version = try f.ledger.currentVersion()
+        let version = try f.ledger.read({ try $0.widgetVersion() })
         benchmark.startMeasurement()
         for _ in benchmark.scaledIterations {
-            blackHole(try f.ledger.hasChanged(since: version))
+            blackHole(try f.ledger.read({ try $0.widgetVersion() }) != version)
         }
     }
 
@@ -228,7 +228,7 @@ let benchmarks: @Sendable () -> Void = {
         var after: UInt64 = 0
         benchmark.startMeasurement()
         for _ in benchmark.scaledIterations {
-            blackHole(try f.ledger.events(after: after, limit: 1000))
+            blackHole(try f.ledger.read({ try $0.events(after: after, limit: 1000) }))
             after = (after + 7919) % 99_000
         }
     }

@@ -120,13 +120,13 @@ final class LedgerStore: Store {
     }
 
     func readWidget() throws -> Int {
-        let list = try ledger.widgetList(limit: 10)
+        let list = try ledger.read({ try $0.widgetList(limit: 10) })
         guard list.badge >= 0 else { throw BenchFailure("negative badge") }
         return list.items.count
     }
 
     func catchUp(consumer name: String, pageSize: Int) throws -> Int {
-        let consumer = try ledger.consumer(named: name)
+        let consumer = try ledger.consumers.consumer(named: name)
         var read = 0
         while true {
             let batch = try consumer.next(limit: pageSize)

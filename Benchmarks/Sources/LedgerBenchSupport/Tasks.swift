@@ -143,7 +143,7 @@ public func coldReadTasks(_ system: SystemKind, directory: String) throws -> [St
     switch system {
     case .ledgerProjection:
         let ledger = try openTaskLedger(directory, projection: true, role: "widget")
-        let contents = try ledger.projectionContents(TaskList.self, limit: 10)
+        let contents = try ledger.read({ try $0.projection(TaskList.self).contents(limit: 10) })
         guard contents.document.open >= 0 else { throw BenchFailure("negative open count") }
         return contents.rows.map(\.key)
     case .ledgerFoldLog:
@@ -160,7 +160,7 @@ public func foldTaskLog(_ ledger: Ledger) throws -> [(key: String, row: TaskList
     var rows: [String: TaskList.Row] = [:]
     var after: UInt64 = 0
     while true {
-        let page = try ledger.events(after: after, limit: 1000)
+        let page = try ledger.read({ try $0.events(after: after, limit: 1000) })
         guard let last = page.last else { break }
         for event in page {
             switch event.baseType {

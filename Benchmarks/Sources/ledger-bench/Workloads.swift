@@ -333,7 +333,7 @@ extension Bench {
     func loadedTaskLog() throws -> String {
         let path = directory("w9-log", .ledgerProjection)
         let ledger = try openTaskLedger(path, projection: true)
-        if try ledger.headSequence() == 0 {
+        if try ledger.read({ try $0.head() }) == 0 {
             var done = 0
             while done < sizes.taskLogEvents {
                 let n = min(1000, sizes.taskLogEvents - done)
@@ -399,11 +399,11 @@ extension Bench {
                 var next = 0
                 read = {
                     next = (next + 1) % keys.count
-                    if try ledger.projectionRow(TaskList.self, keys[next]) == nil { throw BenchFailure("task \(keys[next]) has no row") }
+                    if try ledger.read({ try $0.projection(TaskList.self).row(keys[next]) }) == nil { throw BenchFailure("task \(keys[next]) has no row") }
                 }
             default:
                 let ledger = try openTaskLedger(try bench.loadedTaskLog(), projection: true)
-                read = { if try ledger.projectionContents(TaskList.self, limit: 10).rows.count != 10 { throw BenchFailure("short task list") } }
+                read = { if try ledger.read({ try $0.projection(TaskList.self).contents(limit: 10) }).rows.count != 10 { throw BenchFailure("short task list") } }
             }
             try read()
             var latencies: [Double] = []

@@ -128,7 +128,7 @@ func child(_ arguments: [String]) async throws {
     case "w8":  // directory rounds idleSeconds: print the monotonic time of each wake-up, then idle CPU
         guard let rounds = Int(try argument(2)), let idle = Double(try argument(3)) else { throw BenchFailure("child w8: bad arguments") }
         let ledger = try Ledger(path: try argument(1), options: LedgerOptions(role: "waiter"))
-        var seen = try await ledger.headSequence()
+        var seen = try await ledger.read({ try $0.head() })
         emit("ready")
         for _ in 0..<rounds {
             seen = try await ledger.waitForChange(after: seen)

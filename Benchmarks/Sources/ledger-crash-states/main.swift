@@ -232,12 +232,12 @@ func appendBatch(_ events: [NewEvent], by path: AppendPath, to ledger: Ledger) t
     case .plain:
         return try ledger.append(contentsOf: events)
     case .conditional:
-        return try ledger.append(contentsOf: events, expectingHead: try ledger.headSequence())
+        return try ledger.append(AppendRequest(events, expectingHead: try ledger.read({ try $0.head() }))).sequences
     case .async:
         return try blocking { try await ledger.append(contentsOf: events) }
     case .consumer:
         // The batch another process appended, read and committed over by this consumer.
-        let consumer = try ledger.consumer(named: "crash-consumer")
+        let consumer = try ledger.consumers.consumer(named: "crash-consumer")
         let batch = try consumer.next(limit: events.count)
         try consumer.commit(batch)
         return batch.events.map(\.sequence)
@@ -305,14 +305,14 @@ func checkMain(_ a: [String]) -> Int32 {
         return durableAcked ? 1 : 0
     }
     do {
-        let report = try ledger.verify()
+        let report = try ledger.maintenance.verify()
         guard report.isHealthy else { print("FAIL: verify: \(report.findings.map(\.description).joined(separator: "; "))"); return 1 }
         var present: [UInt64: (w: String, b: Int, n: Int, k: Int)] = [:]
         var groups: [String: Set<Int>] = [:]
         var seen = Set<String>()
         var byType: [String: UInt64] = [:]
         var byRole: [String: UInt64] = [:]
-        for event in try ledger.events(after: 0, limit: 1_000_000) {
+        for event in try ledger.read({ try $0.events(after: 0, limit: 1_000_000) }) {
             byType[event.type, default: 0] += 1
             byRole[event.origin.role, default: 0] += 1
             guard event.type == "crash.test" else { continue }
@@ -325,7 +325,7 @@ func checkMain(_ a: [String]) -> Int32 {
             present[event.sequence] = (w, Int(b), Int(n), Int(k))
             groups["\(w)/\(b)/\(n)", default: []].insert(Int(k))
         }
-        let first = try ledger.firstSequence()
+        let first = try ledger.read({ try $0.firstSequence() })
         for (group, ks) in groups {
             let n = Int(group.split(separator: "/")[2]) ?? 0
             // Compaction may trim the start of a batch (the events before the log's first).
@@ -344,9 +344,9 @@ func checkMain(_ a: [String]) -> Int32 {
                 }
             }
         }
-        if try ledger.headSequence() < horizon { print("FAIL: head below the acknowledged \(horizon)"); return 1 }
+        if try ledger.read({ try $0.head() }) < horizon { print("FAIL: head below the acknowledged \(horizon)"); return 1 }
         // The counters by type and origin are written in the transactions that append and trim.
-        let statistics = try ledger.statistics()
+        let statistics = try ledger.maintenance.statistics()
         guard statistics.countsByType == byType, statistics.countsByOrigin == byRole else {
             print("FAIL: counters \(statistics.countsByType) \(statistics.countsByOrigin) differ from the log's \(byType) \(byRole)")
             return 1

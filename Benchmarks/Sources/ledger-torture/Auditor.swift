@@ -36,13 +36,13 @@ final class Auditor {
         self.logs = logs
         ledger = try openLedger(directory, role: "auditor")
         // Registered before any writer starts: compaction keeps everything it has not read.
-        audit = try ledger.consumer(named: "torture-audit", startingAt: .beginning)
+        audit = try ledger.consumers.consumer(named: "torture-audit", startingAt: .beginning)
     }
 
     func check() throws -> RoundResult {
         var r = RoundResult()
         // Checksums, density, head, snapshots, and the projections against a rebuild.
-        let report = try ledger.verify()
+        let report = try ledger.maintenance.verify()
         r.problems += report.findings.prefix(5).map { "verify: \($0)" }
 
         // Every event since the last audit, in order.
@@ -79,14 +79,14 @@ final class Auditor {
         }
 
         // The projections against the model folded from the same events.
-        let list = try ledger.widgetList(limit: 100_000)
+        let list = try ledger.read({ try $0.widgetList(limit: 100_000) })
         let order = model.order
         if list.items.map(\.id) != order { r.problems.append("widget order \(list.items.map(\.id).prefix(8)) ≠ model \(order.prefix(8))") }
         if list.items.map(\.read) != order.map({ model.messages[$0]?.read ?? false }) { r.problems.append("read flags differ from the model") }
         if list.unreadCount != model.unread || list.badge != model.badge {
             r.problems.append("unread \(list.unreadCount) / badge \(list.badge) ≠ model \(model.unread) / \(model.badge)")
         }
-        let pending = try ledger.pendingActions(limit: 1_000_000).map(\.actionID)
+        let pending = try ledger.read({ try $0.pendingActions(limit: 1_000_000) }).map(\.actionID)
         if pending != model.pending { r.problems.append("\(pending.count) pending actions ≠ model's \(model.pending.count)") }
 
         // Every acknowledged event: present once, at its acknowledged sequence.
@@ -117,8 +117,8 @@ final class Auditor {
                 }
             }
         }
-        r.head = try ledger.headSequence()
-        r.first = try ledger.firstSequence()
+        r.head = try ledger.read({ try $0.head() })
+        r.first = try ledger.read({ try $0.firstSequence() })
         r.trimmed = Int(r.first - min(r.first, firstBefore))
         firstBefore = r.first
         return r

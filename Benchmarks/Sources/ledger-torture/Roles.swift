@@ -203,17 +203,17 @@ func runReader(directory: String, stopFile: String) throws {
     let ledger = try openLedger(directory, role: "widget")
     var rng = SeededGenerator(seed: UInt64(getpid()))
     while !stopRequested(stopFile) {
-        let list = try ledger.widgetList(limit: 50)
+        let list = try ledger.read({ try $0.widgetList(limit: 50) })
         for (a, b) in zip(list.items, list.items.dropFirst()) where a.sentAt < b.sentAt {
             throw TortureFailure("widget list out of order: \(a.id) before \(b.id)")
         }
         guard list.unreadCount >= list.items.filter({ !$0.read }).count, list.badge >= 0 else {
             throw TortureFailure("widget list inconsistent: unread \(list.unreadCount), badge \(list.badge)")
         }
-        _ = try ledger.hasChanged(since: list.version)
-        let head = try ledger.headSequence()
+        _ = try ledger.read({ try $0.widgetVersion() }) != list.version
+        let head = try ledger.read({ try $0.head() })
         let from = UInt64.random(in: 0...max(1, head), using: &rng)
-        let page = try ledger.events(after: from, limit: 100)
+        let page = try ledger.read({ try $0.events(after: from, limit: 100) })
         for (a, b) in zip(page, page.dropFirst()) where b.sequence != a.sequence + 1 {
             throw TortureFailure("gap in a page of events: \(a.sequence) then \(b.sequence)")
         }
@@ -225,7 +225,7 @@ func runReader(directory: String, stopFile: String) throws {
 /// with the consumer's cursor (exactly once, however often it is killed).
 func runConsumer(directory: String, stopFile: String) throws {
     let ledger = try openLedger(directory, role: "host")
-    let consumer = try ledger.consumer(named: "torture-actions")
+    let consumer = try ledger.consumers.consumer(named: "torture-actions")
     while !stopRequested(stopFile) {
         let batch = try consumer.next(limit: 20)
         if batch.events.isEmpty { usleep(2_000); continue }

@@ -108,7 +108,7 @@ extension LedgerError: LocalizedError {
         case .readOnly: "Open the ledger without readOnly to write."
         case .invalidEvent, .eventTooLarge, .invalidArgument, .eventDecoding: "Fix the input; nothing was written."
         case .idempotencyConflict: "Use a new idempotency key for different content, or resend the original content."
-        case .unknownConsumer: "Register the consumer first with Ledger.consumer(named:startingAt:)."
+        case .unknownConsumer: "Register the consumer first with ledger.consumers.consumer(named:startingAt:)."
         case .consumerGap: "Rebase the consumer (Consumer.rebase) after rebuilding its state from the widget list or a snapshot."
         case .headMoved: "Read again, decide again, and append with the new head."
         case .consumerConflict: "Another instance of the consumer handled these events: read the next batch."
@@ -124,6 +124,7 @@ extension LedgerError: LocalizedError {
         case .projectionBuilding: "Retry once the opening that builds it has finished (it records its progress; a killed build is continued by the next writable opening with the projection)."
         case .projectionRejected: "Fix the event or the projection's apply function; nothing was written."
         case .projectionUnavailable: "Register the projection (LedgerOptions.projections) and open the ledger writable once with it, or update the process to the stored version (docs/semantics.md, \"App projections\")."
+        case .cancelled: "Nothing to do: the task was cancelled, so the call did nothing."
         case .storage, .unexpected: "Retry; if it persists, report it with the message above."
         }
     }

@@ -81,18 +81,6 @@ extension NewEvent {
     }
 }
 
-extension Ledger {
-    /// Appends an app-defined event (``LedgerEvent``) and returns its sequence number.
-    ///
-    /// ```swift
-    /// try ledger.append(NoteAdded(noteID: "n1", text: "Buy milk"), key: "note-n1")
-    /// ```
-    @discardableResult
-    public func append<E: LedgerEvent>(_ event: E, key: String? = nil) throws(LedgerError) -> UInt64 {
-        try append(try NewEvent(event, key: key))
-    }
-}
-
 extension Event {
     /// The type name without its version suffix (`note.added` for `note.added@2`).
     public var baseType: String { EventTypeName.parse(type).name }

@@ -8,7 +8,7 @@ import Observation
 import Synchronization
 
 /// The state of one app projection, kept current on the main actor by
-/// ``Ledger/projectionUpdates(_:limit:)``: the stored state at once, then every distinct new
+/// a ``LedgerObservation`` of the projection: the stored state at once, then every distinct new
 /// state after a commit by any process (coalesced; a commit that leaves the state as it was
 /// changes nothing, so views are not invalidated for it).
 ///
@@ -69,7 +69,7 @@ public final class ProjectionModel<P: LedgerProjection> {
         error = nil
         defer { isRunning = false }
         do {
-            for try await state in ledger.projectionUpdates(P.self, limit: limit) {
+            for try await state in Self.observation(limit: limit).values(in: ledger) {
                 contents = state
             }
         } catch {
@@ -83,7 +83,7 @@ public final class ProjectionModel<P: LedgerProjection> {
         guard started.withLock({ $0 == nil }) else { return }
         generation += 1
         let current = generation
-        let updates = ledger.projectionUpdates(P.self, limit: limit)
+        let updates = Self.observation(limit: limit).values(in: ledger)
         isRunning = true
         error = nil
         let task = Task { [weak self] in
@@ -104,6 +104,12 @@ public final class ProjectionModel<P: LedgerProjection> {
     public func stop() {
         started.withLock { $0?.cancel() }
         ended(generation, nil)
+    }
+
+    /// The projection's contents, followed whatever the head (see ``ProjectionContents/sameState(as:)``).
+    private static func observation(limit: Int) -> LedgerObservation<ProjectionContents<P>> {
+        LedgerObservation.tracking { snapshot in try snapshot.projection(P.self).contents(limit: limit) }
+            .removingDuplicates { $0.sameState(as: $1) }
     }
 
     private func ended(_ run: Int, _ failure: (any Error)?) {

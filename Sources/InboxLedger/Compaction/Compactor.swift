@@ -19,7 +19,7 @@ import Darwin
 /// of ``CompactionPolicy/chunkSize``; forget idempotency keys past their window; delete old
 /// snapshots; record the report and release the lease. The trim point is
 /// `min(snapshot, every live consumer's cursor, head − retainedTail)`.
-public final class Compactor: Sendable {
+public final class Compactor: Sendable, LedgerAccessing {
     /// Where a run is; test hooks observe these.
     @_spi(Testing) public enum Phase: String, Sendable {
         case leased, snapshotWritten, chunkTrimmed, keysSwept, snapshotsPruned, finished
@@ -27,6 +27,8 @@ public final class Compactor: Sendable {
 
     /// The ledger it compacts.
     public let ledger: Ledger
+    /// The ledger's internals (the compactor reads and writes through them).
+    let access: LedgerAccess
     /// What it keeps and when it runs.
     public let policy: CompactionPolicy
     let faultHook: (@Sendable (Phase) -> Void)?
@@ -40,6 +42,7 @@ public final class Compactor: Sendable {
     /// A compactor that calls `faultHook` at every phase boundary (fault-injection tests).
     @_spi(Testing) public init(ledger: Ledger, policy: CompactionPolicy, faultHook: (@Sendable (Phase) -> Void)?) {
         self.ledger = ledger
+        self.access = ledger.access
         self.policy = policy
         self.faultHook = faultHook
         var generator = SystemRandomNumberGenerator()
@@ -56,7 +59,7 @@ public final class Compactor: Sendable {
     }
 
     private func plan(now: Int64) throws(LedgerError) -> Plan {
-        try ledger.read("plan compaction") { tables in
+        try read("plan compaction") { tables in
             let head = try tables.head()
             let first = try tables.firstSequence()
             let tail = UInt64(max(0, policy.retainedTail))
@@ -86,8 +89,8 @@ public final class Compactor: Sendable {
 
     /// Whether a trigger of the policy fires now.
     public func isDue() throws(LedgerError) -> Bool {
-        if try ledger.count() > policy.triggerEvents { return true }
-        if let bytes = policy.triggerFileBytes, try ledger.statistics().fileBytes > bytes { return true }
+        if try read("count events", { tables in try tables.events.count() }) > policy.triggerEvents { return true }
+        if let bytes = policy.triggerFileBytes, try LedgerMaintenance(access: access).statistics().fileBytes > bytes { return true }
         return false
     }
 
@@ -97,10 +100,10 @@ public final class Compactor: Sendable {
         let started = monotonicSeconds()
         // A slot left by a killed reader pins the pages this run frees: clear such slots first.
         // Best effort: a failure here only means dead readers may pin pages until the next run.
-        if !dryRun { _ = try? ledger.clearStaleReaders() }
+        if !dryRun { _ = try? store.clearStaleReaders() }
         // The ledger's clock judges consumer leases and key windows; the compactors' own lease
         // (mutual exclusion between processes) always runs on the system clock.
-        let now = ledger.options.clock.now().micros
+        let now = options.clock.now().micros
         let plan = try plan(now: now)
         let willTrim = plan.trimThrough >= plan.first
         var report = CompactionReport(
@@ -109,8 +112,8 @@ public final class Compactor: Sendable {
             eventsTrimmed: willTrim ? Int(plan.trimThrough - plan.first + 1) : 0,
             keysForgotten: 0, snapshotsDeleted: 0, chunks: 0, seconds: 0, blockers: plan.blockers,
             expiredConsumers: plan.expired, firstSequence: plan.first, headSequence: plan.head)
-        if dryRun || ledger.writeRefusal != nil {
-            if !dryRun { try ledger.checkWritable() }
+        if dryRun || writeRefusal != nil {
+            if !dryRun { try checkWritable() }
             if willTrim, (plan.latestSnapshot ?? 0) < plan.trimThrough { report.snapshotSequence = plan.head }
             report.seconds = monotonicSeconds() - started
             return report
@@ -127,13 +130,13 @@ public final class Compactor: Sendable {
             report.eventsTrimmed = 0
             if willTrim {
                 if (plan.latestSnapshot ?? 0) < plan.trimThrough || plan.latestSnapshot == nil {
-                    let info = try ledger.write("write snapshot", durability: .singleSync) { tables in try tables.writeSnapshot(now: now) }
+                    let info = try write("write snapshot", durability: .singleSync) { tables in try tables.writeSnapshot(now: now) }
                     report.snapshotSequence = info.sequence
                     report.snapshotWritten = true
                     faultHook?(.snapshotWritten)
                 }
                 while true {
-                    let trimmed = try ledger.write("trim", durability: .singleSync) { tables in try trimChunk(through: plan.trimThrough, now: now, in: tables) }
+                    let trimmed = try write("trim", durability: .singleSync) { tables in try trimChunk(through: plan.trimThrough, now: now, in: tables) }
                     if trimmed == 0 { break }
                     report.eventsTrimmed += trimmed
                     report.chunks += 1
@@ -145,7 +148,7 @@ public final class Compactor: Sendable {
             faultHook?(.keysSwept)
             report.snapshotsDeleted = try pruneSnapshots()
             faultHook?(.snapshotsPruned)
-            let (first, head) = try ledger.read("read range") { tables in
+            let (first, head) = try read("read range") { tables in
                 (try tables.firstSequence(), try tables.head())
             }
             report.firstSequence = first
@@ -153,7 +156,7 @@ public final class Compactor: Sendable {
             report.seconds = monotonicSeconds() - started
             let finished = report
             let didWork = finished.eventsTrimmed > 0 || finished.snapshotWritten || finished.snapshotsDeleted > 0 || finished.keysForgotten > 0
-            try ledger.write("record compaction") { tables in
+            try write("record compaction") { tables in
                 if didWork {
                     try tables.meta.put(Meta.lastCompaction, CompactionRecord(finished, at: now))
                 }
@@ -162,7 +165,7 @@ public final class Compactor: Sendable {
             faultHook?(.finished)
         } catch {
             // The run's own error is what the caller needs; an unreleased lease expires by itself.
-            _ = try? ledger.write("release lease") { tables in try releaseLease(in: tables) }
+            _ = try? write("release lease") { tables in try releaseLease(in: tables) }
             throw error
         }
         return report
@@ -173,9 +176,9 @@ public final class Compactor: Sendable {
     /// check (nil): the compactor outlives suspensions.
     private func check() throws(LedgerError) -> UInt64? {
         do {
-            let head = try ledger.headSequence()
+            let current = try head()
             if try isDue() { _ = try runOnce() }
-            return head
+            return current
         } catch {
             if error.isTransient { return nil }
             throw error
@@ -189,10 +192,10 @@ public final class Compactor: Sendable {
         var seen: UInt64 = 0  // the first check below runs at once anyway
         while !Task.isCancelled {
             if let head = try check() { seen = head }
-            let ledger = ledger
+            let access = access
             let after = seen
             seen = try await withThrowingTaskGroup(of: UInt64?.self) { group in
-                group.addTask { try await ledger.waitForChange(after: after) }
+                group.addTask { try await access.waitForHead(after: after) }
                 group.addTask {
                     try await Task.sleep(for: checkEvery)
                     return nil
@@ -208,7 +211,7 @@ public final class Compactor: Sendable {
 
     /// Takes the compaction lease, or returns the pid of a live process holding it.
     private func acquireLease(now: Int64) throws(LedgerError) -> Int32? {
-        try ledger.write("take compaction lease") { tables -> Int32? in
+        try write("take compaction lease") { tables -> Int32? in
             if let lease = try tables.meta.get(Meta.compactorLease),  // an unreadable lease is taken over
                lease.owner != token, lease.expires > now, processIsAlive(lease.pid) {
                 return lease.pid
@@ -257,7 +260,7 @@ public final class Compactor: Sendable {
         var position: [UInt8] = []
         var forgotten = 0
         while true {
-            let (deleted, next) = try ledger.write("forget keys", durability: .singleSync) { tables -> (Int, [UInt8]?) in
+            let (deleted, next) = try write("forget keys", durability: .singleSync) { tables -> (Int, [UInt8]?) in
                 let first = try tables.firstSequence()
                 var doomed: [[UInt8]] = []
                 var next: [UInt8]?
@@ -281,12 +284,12 @@ public final class Compactor: Sendable {
 
     /// Deletes snapshots beyond the newest `keepSnapshots` and any left incomplete.
     private func pruneSnapshots() throws(LedgerError) -> Int {
-        let present = try ledger.read("list snapshots") { tables in try tables.snapshots.prefixes() }
+        let present = try read("list snapshots") { tables in try tables.snapshots.prefixes() }
         let complete = present.filter { $0.info != nil }
         let keep = Set(complete.suffix(max(1, policy.keepSnapshots)).map(\.sequence))
         var deleted = 0
         for snapshot in present where !keep.contains(snapshot.sequence) {
-            while try ledger.write("delete snapshot", durability: .singleSync, { tables in try tables.snapshots.deleteRows(snapshot.sequence, limit: max(1, policy.chunkSize)) }) > 0 {}
+            while try write("delete snapshot", durability: .singleSync, { tables in try tables.snapshots.deleteRows(snapshot.sequence, limit: max(1, policy.chunkSize)) }) > 0 {}
             if snapshot.info != nil { deleted += 1 }
         }
         return deleted

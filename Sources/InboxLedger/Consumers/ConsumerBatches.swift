@@ -10,7 +10,7 @@
 /// the app), so nothing is skipped; once committed, it is never read again.
 ///
 /// ```swift
-/// let host = try await ledger.consumer(named: "host-app")
+/// let host = try await ledger.consumers.consumer(named: "host-app")
 /// for try await batch in host.batches(limit: 50) {
 ///     var completions: [NewEvent] = []
 ///     for event in batch.events where event.type == BuiltInEventType.widgetAction.rawValue {
@@ -22,7 +22,7 @@
 /// ```
 public struct ConsumerBatches: AsyncSequence, Sendable {
     public typealias Element = ConsumerBatch
-    public typealias Failure = any Error
+    public typealias Failure = LedgerError
 
     let consumer: Consumer
     let limit: Int
@@ -30,7 +30,7 @@ public struct ConsumerBatches: AsyncSequence, Sendable {
     /// Reads the next batch when asked; see ``ConsumerBatches``.
     public struct AsyncIterator: AsyncIteratorProtocol {
         public typealias Element = ConsumerBatch
-        public typealias Failure = any Error
+        public typealias Failure = LedgerError
 
         let consumer: Consumer
         let limit: Int
@@ -38,14 +38,16 @@ public struct ConsumerBatches: AsyncSequence, Sendable {
         /// The next batch of at least one event, or nil once the task is cancelled. Throws what
         /// is not transient (``LedgerError/consumerGap(name:cursor:firstAvailable:)``, a damaged
         /// store, …).
-        public mutating func next() async throws -> ConsumerBatch? {
-            do {
+        public mutating func next() async throws(LedgerError) -> ConsumerBatch? {
+            do throws(LedgerError) {
                 while !Task.isCancelled {
-                    let batch = try await consumer.ledger.retryingTransient { [consumer, limit] in try await consumer.next(limit: limit) }
+                    let batch = try await consumer.retryingTransient { [consumer, limit] () async throws(LedgerError) in try await consumer.next(limit: limit) }
                     if !batch.events.isEmpty { return batch }
-                    _ = try await consumer.ledger.waitForChange(after: batch.after)
+                    _ = try await consumer.waitForHead(after: batch.after)
                 }
-            } catch is CancellationError {}
+            } catch {
+                guard case .cancelled = error else { throw error }
+            }
             return nil
         }
     }
@@ -53,17 +55,19 @@ public struct ConsumerBatches: AsyncSequence, Sendable {
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(consumer: consumer, limit: limit) }
 }
 
-extension Ledger {
+extension LedgerConsumers {
     /// ``consumer(named:startingAt:)`` without blocking, waiting through transient conditions
     /// (the process suspended, a busy writer, every reader slot taken) like ``Consumer/batches(limit:)``
     /// and the async commit: the first call of an action-queue task that may start while the
     /// app is suspended.
     ///
     /// ```swift
-    /// let host = try await ledger.consumer(named: "host-app")
+    /// let host = try await ledger.consumers.consumer(named: "host-app")
     /// ```
-    public func consumer(named name: String, startingAt start: ConsumerStart = .beginning) async throws -> Consumer {
-        try await retryingTransient { [self] in try await readWorker.run { [self] () throws(LedgerError) in try consumer(named: name, startingAt: start) } }
+    public func consumer(named name: String, startingAt start: ConsumerStart = .beginning) async throws(LedgerError) -> Consumer {
+        try await retryingTransient { [self] () async throws(LedgerError) in
+            try await offPool { [self] () throws(LedgerError) in try consumer(named: name, startingAt: start) }
+        }
     }
 }
 
@@ -73,20 +77,28 @@ extension Consumer {
     public func batches(limit: Int = 100) -> ConsumerBatches { ConsumerBatches(consumer: self, limit: limit) }
 }
 
-extension Ledger {
-    /// Runs `body` until it succeeds or throws what is not transient, waiting between tries
-    /// (5 ms, doubling to 200 ms): a suspended process is polled, so a resume is noticed within
-    /// 200 ms. Cancellation ends the wait with `CancellationError`. (`package`: the sync client
-    /// and the test agent wait the same way.)
-    package func retryingTransient<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
-        var delay = 5
-        while true {
-            do {
-                return try await body()
-            } catch let error as LedgerError where error.isTransient {
-                try await Task.sleep(for: .milliseconds(delay))
-                delay = min(delay * 2, 200)
-            }
-        }
+extension Consumer {
+    /// ``next(limit:)`` off the cooperative pool.
+    public func next(limit: Int = 100) async throws(LedgerError) -> ConsumerBatch {
+        try await offPool { [self] () throws(LedgerError) in try next(limit: limit) }
+    }
+
+    /// ``commit(_:appending:)`` without blocking: the cursor moves with `events`, atomically.
+    ///
+    /// It waits through transient conditions — the process suspended
+    /// (``Ledger/suspend(waitingUpTo:)``), another process holding the write lock too long,
+    /// every reader slot taken — and commits once they pass: each of them writes nothing, so
+    /// the retry commits the batch exactly once. Cancelled before its commit starts, it throws
+    /// ``LedgerError/cancelled`` and writes nothing (the batch is read again next time).
+    ///
+    /// ```swift
+    /// let batch = try await host.next(limit: 50)
+    /// try await host.commit(batch, appending: completions)
+    /// ```
+    @discardableResult
+    public func commit(_ batch: ConsumerBatch, appending events: [NewEvent] = []) async throws(LedgerError) -> AppendReceipt {
+        let prepared = try log.prepare(events)
+        let cursor = CursorCommit(name: name, expected: batch.after, through: batch.through)
+        return try await retryingTransient { [log] () async throws(LedgerError) in try await log.submitAsync(prepared, cursor: cursor) }
     }
 }

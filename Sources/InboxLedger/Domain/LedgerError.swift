@@ -81,6 +81,9 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
     /// An app projection is being built (by this or another process's writable opening) and
     /// has applied the log only through `through`: the same read succeeds once it is done.
     case projectionBuilding(name: String, through: UInt64)
+    /// The task of an async call was cancelled before the call's work started: nothing was
+    /// read or written (an append whose commit had started returns its committed result).
+    case cancelled
 
     /// What happened and where, in one line a person can act on.
     public var description: String {
@@ -124,6 +127,7 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case .projectionUnavailable(let name, let reason): "projection '\(name)' cannot be read: \(reason)"
         case .projectionBuilding(let name, let through):
             "projection '\(name)' is being built (through \(through)): the opening that builds it finishes first"
+        case .cancelled: "the task was cancelled before the call started; nothing was done"
         }
     }
 
@@ -136,7 +140,7 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
         case .notALedger, .newerFormat, .permissionDenied, .readOnly, .invalidEvent, .eventTooLarge, .idempotencyConflict,
              .unknownConsumer, .consumerGap, .consumerConflict, .headMoved, .corruptRecord, .corruptStore, .storeFull, .storage,
              .invalidArgument, .unexpected, .newerProjections, .projectionUpgradeNeeded, .eventDecoding, .filesNotShared,
-             .projectionRejected, .projectionUnavailable: false
+             .projectionRejected, .projectionUnavailable, .cancelled: false
         }
     }
 }

@@ -106,19 +106,19 @@ struct EventLog: Sendable {
     }
 
     /// Hands the request to the commit queue's leader thread and waits for its outcome without
-    /// blocking a thread.
-    func submitAsync(_ prepared: [PreparedEvent], cursor: CursorCommit?, expectedHead: UInt64? = nil) async throws -> AppendReceipt {
+    /// blocking a thread. Cancelled before a commit takes it: ``LedgerError/cancelled``, nothing written.
+    func submitAsync(_ prepared: [PreparedEvent], cursor: CursorCommit?, expectedHead: UInt64? = nil) async throws(LedgerError) -> AppendReceipt {
         try store.checkWritable()
         let request = CommitRequest(events: prepared, origin: origin, durability: durability, cursor: cursor, expectedHead: expectedHead, projections: projections)
         /// The ticket once submitted, or whether cancellation came first.
         let submission = Mutex<(ticket: UInt64?, cancelled: Bool)>((nil, false))
         let queue = commitQueue
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<AppendReceipt, any Error>) in
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<AppendReceipt, LedgerError>, Never>) in
                 let ticket = queue.submitAsync(
                     request, maxEvents: options.maxGroupCommitEvents,
                     commit: { [self] batch in commit(batch) },
-                    completion: { continuation.resume(with: $0) })
+                    completion: { continuation.resume(returning: $0) })
                 let cancelled = submission.withLock { s -> Bool in
                     s.ticket = ticket
                     return s.cancelled
@@ -132,6 +132,7 @@ struct EventLog: Sendable {
             }
             if let ticket { queue.cancel(ticket) }
         }
+        return try result.get()
     }
 
     /// Validates a batch before any transaction starts: envelope limits, and the payload of

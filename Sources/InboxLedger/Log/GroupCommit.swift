@@ -31,7 +31,7 @@ struct CommitRequest: Sendable {
 final class CommitQueue: Sendable {
     /// Who waits for a request's outcome: a blocking caller (by ticket, in `outcomes`) or an
     /// async caller (its completion, called once, outside the lock).
-    typealias Completion = @Sendable (Result<AppendReceipt, any Error>) -> Void
+    typealias Completion = @Sendable (Result<AppendReceipt, LedgerError>) -> Void
     typealias Commit = @Sendable ([CommitRequest]) -> [Result<AppendReceipt, LedgerError>]
 
     private struct Pending {
@@ -94,10 +94,10 @@ final class CommitQueue: Sendable {
     /// Commits `batch` as its leader and hands every outcome to its owner.
     private func lead(_ batch: [Pending], commit: ([CommitRequest]) -> [Result<AppendReceipt, LedgerError>]) {
         let outcomes = commit(batch.map(\.request))
-        var completions: [(Completion, Result<AppendReceipt, any Error>)] = []
+        var completions: [(Completion, Result<AppendReceipt, LedgerError>)] = []
         state.withLockWakingWaiters { s in
             for (entry, outcome) in zip(batch, outcomes) {
-                if let completion = entry.completion { completions.append((completion, outcome.mapError { $0 })) } else { s.outcomes[entry.ticket] = outcome }
+                if let completion = entry.completion { completions.append((completion, outcome)) } else { s.outcomes[entry.ticket] = outcome }
             }
             s.leaderActive = false
         }
@@ -159,13 +159,13 @@ final class CommitQueue: Sendable {
     var progress: (leading: Bool, asyncWaiting: Int) { state.withLock { ($0.leaderActive, $0.asyncPendingCount) } }
 
     /// Withdraws an async request no leader has taken yet, completing it with
-    /// `CancellationError`; a request a commit already holds gets that commit's outcome.
+    /// ``LedgerError/cancelled``; a request a commit already holds gets that commit's outcome.
     func cancel(_ ticket: UInt64) {
         let completion = state.withLock { s -> Completion? in
             guard let index = s.pending.firstIndex(where: { $0.ticket == ticket }) else { return nil }
             return s.pending.remove(at: index).completion
         }
-        completion?(.failure(CancellationError()))
+        completion?(.failure(.cancelled))
     }
 
     /// What the async leader does next.

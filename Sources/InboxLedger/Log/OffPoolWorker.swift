@@ -21,19 +21,19 @@ final class OffPoolWorker: Sendable {
     private let thread = DedicatedThread(lingerSeconds: lingerSeconds)
 
     /// Runs `body` on the worker thread and returns its result. A task cancelled before the
-    /// job starts gets `CancellationError` (nothing ran); once started, the job finishes and its
-    /// result is returned.
-    func run<T: Sendable>(_ body: @escaping @Sendable () throws(LedgerError) -> T) async throws -> T {
+    /// job starts gets ``LedgerError/cancelled`` (nothing ran); once started, the job finishes
+    /// and its result is returned.
+    func run<T: Sendable>(_ body: @escaping @Sendable () throws(LedgerError) -> T) async throws(LedgerError) -> T {
         let id = state.withLock { s in
             s.nextID += 1
             return s.nextID
         }
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, LedgerError>, Never>) in
                 let job = Job(
                     id: id,
-                    run: { continuation.resume(with: Result { () throws(LedgerError) -> T in try body() }.mapError { $0 as any Error }) },
-                    cancelled: { continuation.resume(throwing: CancellationError()) })
+                    run: { continuation.resume(returning: Result { () throws(LedgerError) -> T in try body() }) },
+                    cancelled: { continuation.resume(returning: .failure(.cancelled)) })
                 if !enqueue(job, unless: { Task.isCancelled }) { job.cancelled() }
             }
         } onCancel: {
@@ -43,6 +43,7 @@ final class OffPoolWorker: Sendable {
             }
             job?.cancelled()
         }
+        return try result.get()
     }
 
     /// Runs `work` on the thread, after the jobs queued before it.

@@ -7,11 +7,13 @@ import Darwin
 #endif
 
 extension LedgerError {
-    /// Maps an LMDB error met during `operation` on the ledger at `path`. A write that timed
+    /// Maps an error met during `operation` on the ledger at `path` (an LMDB error, a damaged
+    /// projection row, a task's cancellation; a ledger error stays itself). A write that timed
     /// out waiting for the writer lock is best mapped by the store's writes (``LedgerStore/write(_:durability:_:)``),
     /// which can name the holder and the timeout; here it is `writerBusy` without them.
     static func from(_ error: any Error, path: String, operation: String, writeTimeout: Double? = nil) -> LedgerError {
         if let ledgerError = error as? LedgerError { return ledgerError }
+        if error is CancellationError { return .cancelled }
         if case .malformed(let table, let key)? = error as? ProjectionError {
             // A damaged projection row is damage to the store, not a bug of this library.
             return .corruptStore(path: path, reason: "projection table '\(table.rawValue)' has a malformed row '\(key)' (\(operation))")

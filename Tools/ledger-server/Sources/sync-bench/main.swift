@@ -62,7 +62,7 @@ if workloads.contains("up") {
     let start = ContinuousClock.now
     var sent = 0
     // What SyncClient's up loop does for each batch (without its down loop, measured below).
-    let relay = try ledger.consumer(named: "sync-relay")
+    let relay = try ledger.consumers.consumer(named: "sync-relay")
     while true {
         let batch = try relay.next(limit: 1000)
         if batch.events.isEmpty { break }
@@ -139,7 +139,7 @@ if workloads.contains("down") {
     let start = ContinuousClock.now
     let report = try await client.syncOnce()
     let elapsed = seconds(ContinuousClock.now - start)
-    let rows = try ledger.widgetList(limit: 0).unreadCount
+    let rows = try ledger.read({ try $0.widgetList(limit: 0) }).unreadCount
     say(String(format: "down    1 device applies %d feed entries (%d message.read from 'up', %d listings of 100 messages) in %.2f s: %.0f entries/s, %.0f listed messages/s; %d unread rows",
                report.received, report.received - listings, listings, elapsed, Double(report.received) / elapsed, Double(listings * 100) / elapsed, rows))
 }

@@ -55,7 +55,7 @@ let args = CommandLine.arguments
 if args.count == 7, args[2] == "append" {
     do {
         let ledger = try Ledger(path: args[1], options: LedgerOptions(role: args[3]))
-        let receipt = try ledger.appendWithReceipt(contentsOf: [NewEvent(type: args[4], payload: Array(args[6].utf8), key: args[5] == "-" ? nil : args[5])])
+        let receipt = try ledger.append(AppendRequest([NewEvent(type: args[4], payload: Array(args[6].utf8), key: args[5] == "-" ? nil : args[5])]))
         say("appended replay=\(receipt.isReplay)")
         exit(0)
     } catch {

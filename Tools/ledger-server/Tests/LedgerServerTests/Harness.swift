@@ -300,7 +300,7 @@ func sharedEvents(_ ledger: Ledger) throws -> [Event] {
     var all: [Event] = []
     var after: UInt64 = 0
     while true {
-        let page = try ledger.events(after: after, limit: 1000)
+        let page = try ledger.read({ try $0.events(after: after, limit: 1000) })
         guard let last = page.last else { break }
         all += page
         after = last.sequence

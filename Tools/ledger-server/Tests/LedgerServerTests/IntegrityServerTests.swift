@@ -90,7 +90,7 @@ struct IntegrityServerTests {
                 let report = try await client(device.ledger, device.state, url, token).syncOnce()
                 let state = try await serverState(url, token: token)
                 #expect(report.downCursor == state.head)
-                let list = try await device.ledger.widgetList(limit: 10)
+                let list = try await device.ledger.read({ try $0.widgetList(limit: 10) })
                 #expect(list.items.map(\.id).sorted() == ["m1", "m3", "m4"])
                 #expect(list.items.allSatisfy { $0.read })
             }
@@ -121,11 +121,11 @@ struct IntegrityServerTests {
             } throws: { error in
                 "\(error)".contains("feed entry 2 of ada (message.read) cannot be applied")
             }
-            #expect(try await b.ledger.widgetList(limit: 10).items.isEmpty)
+            #expect(try await b.ledger.read({ try $0.widgetList(limit: 10) }).items.isEmpty)
             try await h.psql(#"UPDATE feed SET type = 'inbox.synced', payload = '{"mode":"delta","messages":[]}' WHERE user_id = 'ada' AND seq = 2"#)
             let report = try await syncB.syncOnce()
             #expect(report.downCursor == 3)
-            #expect(try await b.ledger.widgetList(limit: 10).items.map(\.id).sorted() == ["m1", "m2", "m3"])
+            #expect(try await b.ledger.read({ try $0.widgetList(limit: 10) }).items.map(\.id).sorted() == ["m1", "m2", "m3"])
         }
     }
 
@@ -197,10 +197,10 @@ struct IntegrityServerTests {
             // The other device, and the restored one: the same inbox.
             let other = try deviceLedger(h, "vera-tablet")
             _ = try await client(other.ledger, other.state, url, token).syncOnce()
-            #expect(Set(try await other.ledger.widgetList(limit: 20).items.filter(\.read).map(\.id)) == read)
+            #expect(Set(try await other.ledger.read({ try $0.widgetList(limit: 20) }).items.filter(\.read).map(\.id)) == read)
             _ = try await sync(path, state)
             let restored = try Ledger(path: path, options: LedgerOptions(role: "test"))
-            #expect(try await restored.widgetList(limit: 20).items == (try await other.ledger.widgetList(limit: 20).items))
+            #expect(try await restored.read({ try $0.widgetList(limit: 20) }).items == (try await other.ledger.read({ try $0.widgetList(limit: 20) }).items))
             // Once each: a resend of the restored history is all duplicates.
             _ = try await sync(path, state)
             #expect(try await serverState(url, token: token).deviceEvents == 9)

@@ -62,7 +62,7 @@ struct SyncFlowModelTests {
                         Issue.record("seed \(seed) at the end: \(mismatch)\nrecent:\n\(run.history.suffix(15).joined(separator: "\n"))")
                     }
                     for device in run.devices {
-                        #expect(try device.ledger.verifyProjections() == nil)
+                        #expect(try device.ledger.maintenance.verifyProjections() == nil)
                     }
                 }
             } catch {
@@ -100,7 +100,7 @@ extension SyncFlowModelTests {
             try await publish(url, token: publisher, ids: ["m1", "m2"])
             try await sync(a)
             try await sync(b)
-            let listA = try await a.ledger.widgetList(limit: 10), listB = try await b.ledger.widgetList(limit: 10)
+            let listA = try await a.ledger.read({ try $0.widgetList(limit: 10) }), listB = try await b.ledger.read({ try $0.widgetList(limit: 10) })
             #expect(listA.items.map(\.id) == ["m2"])
             #expect(listB.items.map(\.id) == ["m2"])
             #expect(listA.badge == 1 && listB.badge == 1)
@@ -260,7 +260,7 @@ final class SyncFlowRun {
 
     /// A local event on device `d` (its app, widget or extension), in the ledger and the model.
     private func local(_ d: Int, _ event: DomainEvent, key: String? = nil) throws {
-        let receipt = try devices[d].ledger.appendWithReceipt(event, key: key)
+        let receipt = try devices[d].ledger.append(AppendRequest(event, key: key))
         let expectedNew = model.local(d, event, key: key)
         if receipt.isReplay == expectedNew {
             throw HarnessError(description: "\(event.type) key \(key ?? "-") on \(devices[d].name): replayed \(receipt.isReplay), model \(!expectedNew)")
@@ -387,7 +387,7 @@ final class SyncFlowRun {
             guard acked > 0 else { return }
             let through = UInt64.random(in: 1...acked, using: &rng)
             let after = UInt64.random(in: 0..<through, using: &rng)
-            let events = try await ledger.events(after: after, limit: Int(through - after)).filter { e in
+            let events = try await ledger.read({ try $0.events(after: after, limit: Int(through - after)) }).filter { e in
                 !(e.key?.hasPrefix(SyncWire.downKeyPrefix) ?? false) && model.sharedTypes.contains(e.type)
             }
             body = SyncWire.UpRequest(ledger: ledger.metadata.ledgerID, after: after, through: through, events: events.map(SyncWire.UpEvent.init))
@@ -434,8 +434,8 @@ final class SyncFlowRun {
     }
 
     private func deviceMismatch(_ device: Device, _ flow: FlowModel) async throws -> String? {
-        let list = try await device.ledger.widgetList(limit: 10_000)
-        return flow.mismatch(list: list, pending: try await device.ledger.pendingActions(limit: 10_000).map(\.actionID))
+        let list = try await device.ledger.read({ try $0.widgetList(limit: 10_000) })
+        return flow.mismatch(list: list, pending: try await device.ledger.read({ try $0.pendingActions(limit: 10_000) }).map(\.actionID))
     }
 
     /// The server holds each shared event once, its feed is the model's, entry for entry, and
@@ -466,10 +466,10 @@ final class SyncFlowRun {
         for device in devices {
             // The relay's cursor is where the server acknowledged it, and nothing shared follows it
             // (what follows came down from the feed).
-            let cursor = try device.ledger.consumers().first { $0.name == "sync-relay" }?.cursor ?? 0
+            let cursor = try device.ledger.consumers.list().first { $0.name == "sync-relay" }?.cursor ?? 0
             let acked = state.ledgers.first { $0.ledger == device.ledger.metadata.ledgerID }?.acked ?? 0
             if cursor != acked { return "device \(device.name): relay cursor \(cursor), server acked \(acked)" }
-            let unsent = try await device.ledger.events(after: cursor, limit: 100_000).filter { e in
+            let unsent = try await device.ledger.read({ try $0.events(after: cursor, limit: 100_000) }).filter { e in
                 !(e.key?.hasPrefix(SyncWire.downKeyPrefix) ?? false) && model.sharedTypes.contains(e.type)
             }
             if !unsent.isEmpty { return "device \(device.name): \(unsent.count) shared events after the relay's cursor \(cursor)" }
@@ -480,7 +480,7 @@ final class SyncFlowRun {
     /// Both devices show the same inbox (rows, read state, unread), and the same badge when no
     /// push of device a is still counted on its own (docs/sync.md, "Convergence").
     private func convergenceMismatch() async throws -> String? {
-        let a = try await devices[0].ledger.widgetList(limit: 10_000), b = try await devices[1].ledger.widgetList(limit: 10_000)
+        let a = try await devices[0].ledger.read({ try $0.widgetList(limit: 10_000) }), b = try await devices[1].ledger.read({ try $0.widgetList(limit: 10_000) })
         if a.items != b.items {
             return "devices diverge: a \(a.items.map { "\($0.id)\($0.read ? "(read)" : "")" }), b \(b.items.map { "\($0.id)\($0.read ? "(read)" : "")" })"
         }

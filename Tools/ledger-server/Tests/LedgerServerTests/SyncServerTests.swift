@@ -163,7 +163,7 @@ struct SyncServerTests {
             let killed = try Child(agent, [device.path, url.absoluteString, token, device.state, "once"],
                                    environment: ["SYNC_DEVICE_EXIT_AFTER_ANSWER": "2", "SYNC_DEVICE_BATCH": "100"])
             #expect(try await killed.exitStatus() == 9)
-            #expect(try await device.ledger.consumer(named: "sync-relay").cursor() == 100)
+            #expect(try await device.ledger.consumers.consumer(named: "sync-relay").cursor() == 100)
             #expect(try await serverState(url, token: token).ledgers.first?.acked == 200)
             // The next run resends the second batch (duplicates) and the rest.
             let again = try Child(agent, [device.path, url.absoluteString, token, device.state, "once"], environment: ["SYNC_DEVICE_BATCH": "100"])
@@ -175,7 +175,7 @@ struct SyncServerTests {
             #expect(state.head == UInt64(feedEntries(of: shared)))
             // syncOnce sends once more after the feed brought entries: acknowledged through the head
             // (the 450 local events and the feed's own keyed events after them).
-            let head = try await device.ledger.headSequence()
+            let head = try await device.ledger.read({ try $0.head() })
             #expect(head > 450)
             #expect(state.ledgers.first?.acked == head)
         }
@@ -204,7 +204,7 @@ struct SyncServerTests {
             // (The relay's cursor in the ledger, not A's printed status: statusUpdates() coalesces
             // counters to 4 a second, so a status naming the first batch's cursor may never print.)
             try await waitFor("A's first batch to be acknowledged") {
-                try (a.ledger.consumers().first { $0.name == "sync-relay" }?.cursor ?? 0) >= 100
+                try (a.ledger.consumers.list().first { $0.name == "sync-relay" }?.cursor ?? 0) >= 100
             }
             first.kill()
             let port = url1.port ?? 0
@@ -216,8 +216,8 @@ struct SyncServerTests {
                 downCursor(a.state) == expectedHead && downCursor(b.state) == expectedHead
             }
             try await waitFor("both relays to be acknowledged") {
-                try a.ledger.consumers().first { $0.name == "sync-relay" }?.lag == 0
-                    && b.ledger.consumers().first { $0.name == "sync-relay" }?.lag == 0
+                try a.ledger.consumers.list().first { $0.name == "sync-relay" }?.lag == 0
+                    && b.ledger.consumers.list().first { $0.name == "sync-relay" }?.lag == 0
             }
             try await deviceB.waitForLine(containing: "suspend cycles done 40")
             let state = try await serverState(url2, token: token)
@@ -225,7 +225,7 @@ struct SyncServerTests {
             #expect(state.head == expectedHead)
             #expect(Set(state.ledgers.map(\.ledger)) == [a.ledger.metadata.ledgerID, b.ledger.metadata.ledgerID])
             // Same rows, read state and badge on both devices, and what the server holds.
-            let listA = try await a.ledger.widgetList(limit: 100), listB = try await b.ledger.widgetList(limit: 100)
+            let listA = try await a.ledger.read({ try $0.widgetList(limit: 100) }), listB = try await b.ledger.read({ try $0.widgetList(limit: 100) })
             #expect(listA.items == listB.items)
             #expect(listA.unreadCount == listB.unreadCount)
             #expect(!listA.items.isEmpty)

@@ -16,7 +16,25 @@ final class TemporaryLedgerDirectory: Sendable {
     deinit { FileSystem.removeDirectory(path) }
 }
 
+// The façade's members that belong to apps: typed events and temporary ledgers.
+
 extension Ledger {
+    /// Appends an app-defined event (``LedgerEvent``) and returns its sequence number.
+    ///
+    /// ```swift
+    /// try ledger.append(NoteAdded(noteID: "n1", text: "Buy milk"), key: "note-n1")
+    /// ```
+    @discardableResult
+    public func append<E: LedgerEvent>(_ event: E, key: String? = nil) throws(LedgerError) -> UInt64 {
+        try append(NewEvent(event, key: key))
+    }
+
+    /// ``append(_:key:)-(E,_)`` without blocking the caller's thread (see ``append(_:)-(AppendRequest)``'s async form).
+    @discardableResult
+    public func append<E: LedgerEvent>(_ event: E, key: String? = nil) async throws(LedgerError) -> UInt64 {
+        try Ledger.first(of: await append(AppendRequest([NewEvent(event, key: key)])), path: path)
+    }
+
     /// A new, empty ledger in a private directory of its own (on tmpfs where there is one,
     /// else in the temporary directory), removed when its last handle in this process is
     /// released: for an app's unit tests and previews. Combine it with an injected
@@ -29,7 +47,7 @@ extension Ledger {
     /// @Test func badgeCountsUnreadMessages() throws {
     ///     let ledger = try Ledger.temporary()
     ///     try ledger.append(.badgeAdjusted(.delta(2)))
-    ///     #expect(try ledger.badge() == 2)
+    ///     #expect(try ledger.read { try $0.badge() } == 2)
     /// }
     /// ```
     ///
@@ -56,7 +74,7 @@ extension Ledger {
             FileSystem.removeDirectory(directory)
             throw error
         }
-        _ = ledger.store.attachment(.temporaryDirectory) { TemporaryLedgerDirectory(path: directory) }
+        _ = ledger.access.store.attachment(.temporaryDirectory) { TemporaryLedgerDirectory(path: directory) }
         return ledger
     }
 }

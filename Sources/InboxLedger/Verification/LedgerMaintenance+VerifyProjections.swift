@@ -16,13 +16,13 @@ public struct ProjectionMismatch: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-extension Ledger {
+extension LedgerMaintenance {
     /// Rebuilds every projection in memory — from the newest snapshot plus the events after it
     /// once the log has been trimmed, else from the whole log — and compares it with the stored
     /// tables, in one read transaction. Returns the first difference, or nil.
     ///
     /// ```swift
-    /// if let mismatch = try ledger.verifyProjections() { print(mismatch) }
+    /// if let mismatch = try ledger.maintenance.verifyProjections() { print(mismatch) }
     /// ```
     public func verifyProjections() throws(LedgerError) -> ProjectionMismatch? {
         try read("verify projections") { tables in try verifyProjections(in: tables) }

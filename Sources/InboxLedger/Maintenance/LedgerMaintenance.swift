@@ -88,12 +88,23 @@ public struct LedgerStatistics: Sendable, Hashable {
     /// The last built-in event the projections applied (they are updated inline, in the
     /// append's transaction: never behind; `verify` compares them with a rebuild).
     public var projectionsAppliedThrough: UInt64
-    /// The app projections' records (``Ledger/projections()``), read in the same transaction
+    /// The app projections' records (``LedgerProjections/list()``), read in the same transaction
     /// as the head (so none is ahead of it), or why they cannot be listed (a damaged record).
     public var appProjections: Result<[ProjectionInfo], LedgerError> = .success([])
 }
 
-extension Ledger {
+/// The maintenance of a ledger (``Ledger/maintenance``): statistics, reader slots,
+/// verification, snapshots and compacted copies — what `ledger inspect`, `verify` and
+/// `compact` run, and what an app's own diagnostics screen reads.
+///
+/// ```swift
+/// let stats = try ledger.maintenance.statistics()
+/// print(stats.eventCount, stats.fileBytes, stats.warnings)
+/// ```
+public struct LedgerMaintenance: Sendable, LedgerAccessing {
+    /// The internals of the handle it was reached from.
+    let access: LedgerAccess
+
     /// Counts, sizes and reader slots, read in one short transaction.
     public func statistics() throws(LedgerError) -> LedgerStatistics {
         let info = try store.info()

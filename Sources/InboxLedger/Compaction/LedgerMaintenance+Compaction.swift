@@ -1,4 +1,4 @@
-extension Ledger {
+extension LedgerMaintenance {
     /// Every snapshot, oldest first.
     public func snapshots() throws(LedgerError) -> [SnapshotInfo] {
         try read("list snapshots") { tables in try tables.snapshots.headers() }

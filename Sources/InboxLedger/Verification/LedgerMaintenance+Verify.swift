@@ -1,4 +1,4 @@
-/// What ``Ledger/verify()`` found.
+/// What ``LedgerMaintenance/verify()`` found.
 public struct VerificationReport: Sendable, Hashable {
     /// One problem, precise enough to act on.
     public enum Finding: Sendable, Hashable, CustomStringConvertible {
@@ -88,7 +88,7 @@ public struct VerificationReport: Sendable, Hashable {
     public var isHealthy: Bool { findings.isEmpty }
 }
 
-extension Ledger {
+extension LedgerMaintenance {
     /// Checks everything that can be checked: every page of every B-tree (read with `pread`,
     /// never through LMDB's map, so a damaged page is a finding and not a crash), every record's
     /// checksum and decodability, that sequences are dense up to the head, the projections
@@ -101,7 +101,7 @@ extension Ledger {
     /// the length of the check: the file may grow meanwhile under heavy churn.
     ///
     /// ```swift
-    /// let report = try ledger.verify()
+    /// let report = try ledger.maintenance.verify()
     /// if !report.isHealthy { report.findings.forEach { print($0) } }
     /// ```
     public func verify() throws(LedgerError) -> VerificationReport {
@@ -128,7 +128,7 @@ extension Ledger {
     /// Empty if no page is damaged or the file has no readable meta page.
     ///
     /// ```swift
-    /// for problem in Ledger.damagedPages(at: "/tmp/inbox") { print(problem) }
+    /// for problem in LedgerMaintenance.damagedPages(at: "/tmp/inbox") { print(problem) }
     /// ```
     public static func damagedPages(at path: String) -> [String] {
         LedgerStore.damagedPages(at: path)

@@ -8,7 +8,7 @@ import Foundation
 // `app-projections` table, which needs none of the apps' code (the CLI checks it), and a
 // rebuild of every projection the verifying handle registers, compared with what is stored.
 
-extension Ledger {
+extension LedgerMaintenance {
     /// At most this many structural problems are listed per projection (then how many more).
     static let appProjectionFindingLimit = 10
 

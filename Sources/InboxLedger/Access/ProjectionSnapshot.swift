@@ -1,0 +1,150 @@
+/// One row of an app projection, with its key (its `id`: `ForEach(contents.rows)` works).
+public struct ProjectionRow<P: LedgerProjection>: Sendable, Equatable, Identifiable {
+    /// The row's key.
+    public var key: String
+    /// The row.
+    public var row: P.Row
+
+    /// A row under `key`.
+    public init(key: String, row: P.Row) {
+        self.key = key
+        self.row = row
+    }
+
+    /// The key.
+    public var id: String { key }
+}
+
+/// An app projection's state as one read transaction saw it: the document and the first rows
+/// in the projection's order, agreeing with the log through ``head``.
+public struct ProjectionContents<P: LedgerProjection>: Sendable, Equatable {
+    /// The document.
+    public var document: P.Document
+    /// The rows, in the projection's order (at most the limit asked for).
+    public var rows: [ProjectionRow<P>]
+    /// How many rows the projection holds in all.
+    public var rowCount: Int
+    /// The log's head the state reflects.
+    public var head: UInt64
+
+    /// Whether `other` holds the same document, rows and row count (whatever its head).
+    public func sameState(as other: ProjectionContents<P>) -> Bool {
+        document == other.document && rowCount == other.rowCount && rows == other.rows
+    }
+}
+
+/// The typed reader of app projection `P` in a ``LedgerSnapshot`` (``LedgerSnapshot/projection(_:)``):
+/// its rows, its document, both at once. Valid, like its snapshot, only inside the read's closure.
+///
+/// ```swift
+/// let (task, firstTen) = try ledger.read { snapshot in
+///     let tasks = try snapshot.projection(TaskList.self)
+///     return (try tasks.row("t1"), try tasks.rows(limit: 10))
+/// }
+/// ```
+public struct ProjectionSnapshot<P: LedgerProjection> {
+    private let snapshot: LedgerSnapshot
+    private let reader: AppProjectionReader
+    private let meta: AppProjectionMeta
+    private let head: UInt64
+
+    /// The row under `key` (nil: none).
+    public func row(_ key: String) throws(LedgerError) -> P.Row? {
+        try snapshot.run("read projection") { try reader.row(P.self, key) }
+    }
+
+    /// Up to `limit` rows in the projection's order (``LedgerProjection/order(of:key:)``),
+    /// starting at the first at or after `start`.
+    public func rows(from start: ProjectionOrder? = nil, limit: Int = .max) throws(LedgerError) -> [ProjectionRow<P>] {
+        try snapshot.scope.check()
+        var rows: [ProjectionRow<P>] = []
+        guard limit > 0 else { return rows }
+        var failure: LedgerError?
+        try reader.forEachRow(from: start?.bytes ?? []) { key, row in
+            do throws(LedgerError) {
+                if let cached: P.Row = reader.cache?.value(P.name, key, row.stored) {
+                    rows.append(ProjectionRow(key: key, row: cached))
+                } else {
+                    let decoded = try AppProjectionJSON.decode(P.Row.self, row.json, projection: P.name, what: "row '\(key)'")
+                    reader.cache?.store(P.name, key, row.stored, decoded)
+                    rows.append(ProjectionRow(key: key, row: decoded))
+                }
+            } catch {
+                failure = error
+                return false
+            }
+            return rows.count < limit
+        }
+        if let failure { throw failure }
+        return rows
+    }
+
+    /// The document (``LedgerProjection/initialDocument`` until an event sets it).
+    public func document() throws(LedgerError) -> P.Document {
+        try snapshot.run("read projection") { try reader.document(P.self) ?? P.initialDocument }
+    }
+
+    /// The document and the first `limit` rows: what a widget shows at launch.
+    ///
+    /// ```swift
+    /// let state = try ledger.read { try $0.projection(TaskList.self).contents(limit: 5) }
+    /// print(state.document.open, state.rows.map(\.row.title))
+    /// ```
+    public func contents(limit: Int = .max) throws(LedgerError) -> ProjectionContents<P> {
+        ProjectionContents(document: try document(), rows: try rows(limit: limit), rowCount: meta.rows, head: head)
+    }
+
+    /// `P`'s state in `snapshot`: the stored state, with the events appended since by processes
+    /// that do not keep it applied in memory replayed in memory (never written by a read).
+    init(_: P.Type, in snapshot: LedgerSnapshot) throws(LedgerError) {
+        let access = snapshot.access
+        let path = access.path
+        guard let registered = access.log.projections.projection(named: P.name), registered.type == ObjectIdentifier(P.self) else {
+            throw .projectionUnavailable(name: P.name, reason: "\(P.self) is not registered by this handle (LedgerOptions.projections)")
+        }
+        let tables = snapshot.tables
+        let cache = access.log.projections.cache
+        (reader, meta, head) = try snapshot.run("read projection") {
+            guard let metaBytes = try tables.projections.get(.apps, AppProjectionKeys.meta(P.name)) else {
+                throw LedgerError.projectionUnavailable(name: P.name, reason: "it has not been built yet: open the ledger writable once with it registered")
+            }
+            var meta = try cache.meta(P.name, metaBytes, path: path)
+            guard meta.version == P.version else {
+                throw LedgerError.projectionUnavailable(name: P.name, reason: "the ledger holds version \(meta.version), this process registers version \(P.version)"
+                    + (meta.version > P.version ? " (a newer app built it: update this process)" : " (a writable opening with it registered rebuilds it)"))
+            }
+            switch meta.status {
+            case .ready: break
+            case .building, .clearing:
+                throw LedgerError.projectionBuilding(name: P.name, through: meta.appliedThrough)
+            case .failed:
+                throw LedgerError.projectionUnavailable(name: P.name, reason: meta.failure ?? "it failed")
+            }
+            let head = try tables.head()
+            if meta.appliedThrough == head {
+                return (AppProjectionReader(store: tables.projections, name: P.name, path: path, cache: cache), meta, head)
+            }
+            // Events appended by processes without this version: applied here, in memory.
+            let overlay = OverlayStore(base: tables.projections)
+            var after = meta.appliedThrough
+            while after < head {
+                let events = try access.log.projections.upcast(tables.events.events(after: after, limit: 1000))
+                guard let last = events.last else { break }
+                do {
+                    let changes = try registered.stage(events, AppProjectionReader(store: overlay, name: P.name, path: path))
+                    try AppProjectionTable.write(changes, name: P.name, into: overlay, rows: &meta.rows)
+                } catch let error as LedgerError {
+                    // The event is in the log already: the next append of this handle records the failure.
+                    guard let failure = AppProjectionMeta.failure(error) else { throw error }
+                    throw LedgerError.projectionUnavailable(name: P.name, reason: failure)
+                }
+                after = last.sequence
+            }
+            return (AppProjectionReader(store: overlay, name: P.name, path: path), meta, head)
+        }
+        self.snapshot = snapshot
+    }
+}
+
+@available(*, unavailable, message: "a projection's snapshot is one thread's read transaction: read inside the closure")
+extension ProjectionSnapshot: Sendable {}
