@@ -40,7 +40,7 @@ import TestSupport
         defer { staller.kill(); _ = try? staller.wait(timeout: 10) }
         let appends = Task {
             try await withThrowingTaskGroup(of: UInt64.self) { group in
-                for i in 0..<64 { group.addTask { try await ledger.append(event("async.append", #"{"i":\#(i)}"#)) } }
+                for i in 0..<64 { group.addTask { try await ledger.append(AppendRequest([event("async.append", #"{"i":\#(i)}"#)])).sequences[0] } }
                 return try await group.reduce(into: [UInt64]()) { $0.append($1) }
             }
         }
@@ -66,14 +66,14 @@ import TestSupport
         let (ledger, staller) = try ledgerWithStalledWriter(dir)
         defer { staller.kill(); _ = try? staller.wait(timeout: 10) }
         // The first append is taken by the commit leader, which waits for the lock.
-        let first = Task { try await ledger.append(event("first")) }
+        let first = Task { try await ledger.append(AppendRequest([event("first")])).sequences[0] }
         try await waitUntil { ledger.log.commitQueue.progress.leading }
-        let queued = (0..<10).map { i in Task { try await ledger.append(event("queued", #"{"i":\#(i)}"#)) } }
+        let queued = (0..<10).map { i in Task { try await ledger.append(AppendRequest([event("queued", #"{"i":\#(i)}"#)])).sequences[0] } }
         try await waitUntil { ledger.log.commitQueue.progress.asyncWaiting == 10 }
         for task in queued.prefix(5) { task.cancel() }
         // Cancelled requests return at once, while the other process still holds the lock.
         for task in queued.prefix(5) {
-            await #expect(throws: CancellationError.self) { try await task.value }
+            await #expect(throws: LedgerError.cancelled) { try await task.value }
         }
         #expect(try await ledger.read({ try $0.head() }) == 1)
         // The one whose commit had started is not cancelled by cancelling its task.
@@ -88,7 +88,7 @@ import TestSupport
         // A task cancelled before it asks appends nothing at all.
         let early = Task {
             try await Task.sleep(for: .seconds(10))
-            return try await ledger.append(event("never"))
+            return try await ledger.append(AppendRequest([event("never")])).sequences[0]
         }
         early.cancel()
         await #expect(throws: CancellationError.self) { try await early.value }

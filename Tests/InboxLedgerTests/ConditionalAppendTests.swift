@@ -15,7 +15,7 @@ import TestSupport
         let read = try t.ledger.read({ try $0.head() })
         #expect(try Processes.run(agent, ["append-key", t.path, "other", "{}"]).status == 0)
         do {
-            try t.ledger.append(AppendRequest([event("decision")], expectingHead: read)).sequences
+            _ = try t.ledger.append(AppendRequest([event("decision")], expectingHead: read))
             Issue.record("a stale expectation was committed")
         } catch {
             #expect(error == .headMoved(expected: read, actual: read + 1))
@@ -33,7 +33,7 @@ import TestSupport
             let wins = Mutex(0)
             DispatchQueue.concurrentPerform(iterations: 6) { i in
                 do {
-                    try t.ledger.append(AppendRequest([event("try", #"{"r":\#(round),"i":\#(i)}"#)], expectingHead: head)).sequences
+                    _ = try t.ledger.append(AppendRequest([event("try", #"{"r":\#(round),"i":\#(i)}"#)], expectingHead: head))
                     wins.withLock { $0 += 1 }
                 } catch {
                     #expect((error as? LedgerError) == .headMoved(expected: head, actual: head + 1))

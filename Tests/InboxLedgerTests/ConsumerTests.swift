@@ -105,7 +105,7 @@ import LMDB
         let ledger = t.ledger
         let appender = Task.detached {
             try await Task.sleep(for: .milliseconds(50))
-            return try await ledger.append(event())
+            return try await ledger.append(AppendRequest([event()])).sequences[0]
         }
         let woke = try await ledger.waitForChange(after: head)
         #expect(woke == (try await appender.value))
@@ -132,7 +132,7 @@ import LMDB
         let task = Task { try await ledger.waitForChange(after: 0) }
         try await Task.sleep(for: .milliseconds(20))
         task.cancel()
-        await #expect(throws: CancellationError.self) { try await task.value }
+        await #expect(throws: LedgerError.cancelled) { try await task.value }
     }
 
     @Test func changesStreamYieldsHeads() async throws {
@@ -141,7 +141,7 @@ import LMDB
         Task.detached {
             for _ in 0..<3 {
                 try await Task.sleep(for: .milliseconds(20))
-                try await ledger.append(event())
+                try await ledger.append(AppendRequest([event()]))
             }
         }
         var seen: [UInt64] = []
