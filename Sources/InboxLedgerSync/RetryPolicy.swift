@@ -1,6 +1,6 @@
-/// The one retry policy of both directions (docs/sync.md, "Failure modes"): what a state
-/// machine does after a failure, decided from the error alone and the failures since the last
-/// success.
+/// The one retry policy of both directions (docs/sync.md, "Failure modes"): what a direction
+/// does after a failure, decided from the error alone and the failures since the last success
+/// (which ``FailureStateMachine``, the sub-machine both directions' states carry, counts).
 ///
 /// | error | decision |
 /// |---|---|

@@ -224,6 +224,50 @@ public final class SyncClient: Sendable {
         }
     }
 
+    // MARK: - The one driver
+
+    /// Performs a direction machine's actions from `first` until it finishes, and returns how
+    /// it ended: before each action it tells the machine of a cancelled task and shows the
+    /// machine's phase and error in the status's `direction` (the run `session`'s only); it
+    /// performs the pause, the token refresh and the end the same for both directions (the
+    /// token a refresh replaces: the one in use when the failed step began), and hands the
+    /// direction's own work to `perform`, which returns the machine's next action.
+    /// `beforePause` runs before each pause and at the end (the up direction reads its lag).
+    func drive<Machine: DirectionStateMachine>(
+        _ machine: inout Machine, from first: Machine.Action, session: Int,
+        shownIn direction: WritableKeyPath<SyncStatus, SyncStatus.Direction>,
+        beforePause: () async -> Void = {},
+        perform: (Machine.Work, inout Machine) async -> Machine.Action
+    ) async -> DirectionOutcome {
+        var action = first
+        var tokenUsed = currentToken
+        while true {
+            if Task.isCancelled { action = machine.cancelled() }
+            update(session: session) { [machine] s in
+                s[keyPath: direction].phase = machine.phase
+                s[keyPath: direction].error = machine.lastError
+            }
+            switch Machine.step(action) {
+            case .finish(let outcome):
+                await beforePause()
+                return outcome
+            case .perform(let work):
+                tokenUsed = currentToken
+                action = await perform(work, &machine)
+            case .sleep(let delay):
+                await beforePause()
+                action = await Self.pause(for: jittered(delay)) ? machine.slept() : machine.cancelled()
+            case .refreshToken:
+                do {
+                    try await refreshToken(refused: tokenUsed)
+                    action = machine.tokenRefreshed()
+                } catch {
+                    action = machine.failed(error)
+                }
+            }
+        }
+    }
+
     // MARK: - The up direction
 
     /// What the up direction got acknowledged.
@@ -236,18 +280,10 @@ public final class SyncClient: Sendable {
             maxBatchBytes: configuration.maxBatchBytes, policy: policy, mode: mode)
         var machine = UpStateMachine(settings: settings, lastError: shared.withLock { $0.status.up.error })
         var sent = Sent()
-        var tokenUsed = currentToken
-        var action = machine.start()
-        while true {
-            if Task.isCancelled { action = machine.cancelled() }
-            update(session: session) { [machine] s in
-                s.up.phase = machine.phase
-                s.up.error = machine.lastError
-            }
-            switch action {
-            case .finish(let outcome):
-                await refreshUpLag()
-                return (outcome, sent)
+        /// Performs the up direction's own work; returns the machine's next action.
+        func perform(_ work: UpStateMachine.Work, on machine: inout UpStateMachine) async -> UpStateMachine.Action {
+            let action: UpStateMachine.Action
+            switch work {
             case .read:
                 do {
                     let next = try await readBatch()
@@ -264,7 +300,6 @@ public final class SyncClient: Sendable {
                     action = machine.failed(error)
                 }
             case .send(let part):
-                tokenUsed = currentToken
                 do {
                     let answer = try await transport.send(part.request)
                     update { $0.up.lastSuccess = Timestamp(Date()) }
@@ -288,18 +323,12 @@ public final class SyncClient: Sendable {
                     action = machine.failed(error)
                 }
                 await refreshUpLag()
-            case .sleep(let delay):
-                await refreshUpLag()
-                action = await Self.pause(for: jittered(delay)) ? machine.slept() : machine.cancelled()
-            case .refreshToken:
-                do {
-                    try await refreshToken(refused: tokenUsed)
-                    action = machine.tokenRefreshed()
-                } catch {
-                    action = machine.failed(error)
-                }
             }
+            return action
         }
+        let first = machine.start()
+        let outcome = await drive(&machine, from: first, session: session, shownIn: \.up, beforePause: refreshUpLag, perform: perform)
+        return (outcome, sent)
     }
 
     /// The relay's next batch, and what the device lost before it.
@@ -404,19 +433,11 @@ public final class SyncClient: Sendable {
             pageSize: configuration.downPageSize, longPollSeconds: configuration.longPollSeconds, policy: policy, mode: mode)
         var machine = DownStateMachine(settings: settings, lastError: shared.withLock { $0.status.down.error })
         var received = 0
-        var tokenUsed = currentToken
-        var action = machine.start(after: shared.withLock { $0.downCursor })
-        while true {
-            if Task.isCancelled { action = machine.cancelled() }
-            update(session: session) { [machine] s in
-                s.down.phase = machine.phase
-                s.down.error = machine.lastError
-            }
-            switch action {
-            case .finish(let outcome):
-                return (outcome, received)
+        /// Performs the down direction's own work; returns the machine's next action.
+        func perform(_ work: DownStateMachine.Work, on machine: inout DownStateMachine) async -> DownStateMachine.Action {
+            let action: DownStateMachine.Action
+            switch work {
             case .fetch(let after, let limit, let wait):
-                tokenUsed = currentToken
                 do {
                     action = machine.fetched(try await transport.fetch(after: after, limit: limit, waitSeconds: wait))
                 } catch {
@@ -429,17 +450,12 @@ public final class SyncClient: Sendable {
                 } catch {
                     action = machine.failed(error)
                 }
-            case .sleep(let delay):
-                action = await Self.pause(for: jittered(delay)) ? machine.slept() : machine.cancelled()
-            case .refreshToken:
-                do {
-                    try await refreshToken(refused: tokenUsed)
-                    action = machine.tokenRefreshed()
-                } catch {
-                    action = machine.failed(error)
-                }
             }
+            return action
         }
+        let first = machine.start(after: shared.withLock { $0.downCursor })
+        let outcome = await drive(&machine, from: first, session: session, shownIn: \.down, perform: perform)
+        return (outcome, received)
     }
 
     /// Appends one answer's changes in one append, each under its feed key, then stores the

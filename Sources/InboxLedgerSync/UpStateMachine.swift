@@ -8,11 +8,12 @@ import InboxLedger
 ///
 /// A batch the relay read is sent in parts below ``SyncConfiguration/maxBatchBytes`` (at least
 /// one event each); each part is committed only after the server acknowledged it; a `413`
-/// halves the part and sends it again at once. Failures go through the one ``RetryPolicy``.
-package struct UpStateMachine: Sendable {
+/// halves the part and sends it again at once. Failures go through the one ``RetryPolicy``,
+/// in the ``FailureStateMachine`` every state carries.
+package struct UpStateMachine: DirectionStateMachine {
     /// `continuous` (``SyncClient/run()``): wait for appends, retry with backoff.
     /// `once` (``SyncClient/syncOnce()``): stop when caught up or at the first failure.
-    package enum Mode: Hashable, Sendable { case continuous, once }
+    package typealias Mode = DirectionMode
 
     /// What the plan of a part needs to know.
     package struct Settings: Hashable, Sendable {
@@ -41,15 +42,8 @@ package struct UpStateMachine: Sendable {
         package var request: SyncWire.UpRequest
     }
 
-    /// How the machine ended.
-    package enum Outcome: Hashable, Sendable {
-        /// Everything read was acknowledged and committed (`once` only).
-        case caughtUp
-        /// The task was cancelled.
-        case cancelled
-        /// The policy gave up on this error.
-        case stopped(SyncError)
-    }
+    /// How the machine ended (`caughtUp`: everything read was acknowledged and committed).
+    package typealias Outcome = DirectionOutcome
 
     /// What the driver does next, then reports with the matching event.
     package enum Action: Hashable, Sendable {
@@ -69,6 +63,19 @@ package struct UpStateMachine: Sendable {
         case finish(Outcome)
     }
 
+    /// The actions the driver performs for the up direction alone (``Action`` without the
+    /// pause, the token refresh and the end, which ``DirectionStep`` shares with the down one).
+    package enum Work: Sendable {
+        /// Read the relay's next batch → ``read(_:lostThrough:)``.
+        case read
+        /// Wait until the ledger's head passes `after` → ``appended()``.
+        case waitForAppend(after: UInt64)
+        /// Send the part → ``answered(_:)``.
+        case send(Part)
+        /// Commit the relay's cursor through the part → ``committed()``.
+        case commit(Part, SyncWire.UpResponse)
+    }
+
     /// What is left of the batch read: `events` after `after`, the first `count` in the next part.
     struct Remaining: Hashable, Sendable {
         var after: UInt64
@@ -77,182 +84,210 @@ package struct UpStateMachine: Sendable {
         var lostThrough: UInt64?
     }
 
+    /// Where the machine is. Every state carries the failure sub-machine: a transition passes
+    /// it on, tells it of a success, or hands it a failure.
     enum State: Hashable, Sendable {
-        case notStarted
-        case reading
-        case waiting(after: UInt64)
-        case sending(Remaining)
-        case committing(Remaining, SyncWire.UpResponse)
-        /// Pausing after `error`; then the read again (nil) or the same part.
-        case backingOff(Remaining?, SyncError)
-        case refreshingToken(Remaining?)
-        case finished(Outcome)
+        /// Before ``start()``: the sub-machine holds the previous run's error.
+        case notStarted(FailureStateMachine)
+        /// Reading the relay's next batch.
+        case reading(FailureStateMachine)
+        /// Caught up: waiting for an append after `after`.
+        case waiting(after: UInt64, FailureStateMachine)
+        /// Sending the next part of what is left.
+        case sending(Remaining, FailureStateMachine)
+        /// Committing the part the server acknowledged.
+        case committing(Remaining, SyncWire.UpResponse, FailureStateMachine)
+        /// After a failure, backing off or refreshing the token (the sub-machine says which);
+        /// then the read again (nil) or the same part.
+        case recovering(Remaining?, FailureStateMachine)
+        /// The run of this direction is over.
+        case finished(Outcome, FailureStateMachine)
+
+        /// The failure sub-machine the state carries.
+        var failure: FailureStateMachine {
+            switch self {
+            case .notStarted(let failure), .reading(let failure), .waiting(_, let failure), .sending(_, let failure),
+                 .committing(_, _, let failure), .recovering(_, let failure), .finished(_, let failure):
+                failure
+            }
+        }
     }
 
     package let settings: Settings
-    private(set) var state = State.notStarted
-    /// The last failure, until the next success (carried over from the previous run).
-    package private(set) var lastError: SyncError?
-    /// Consecutive failures since the last success.
-    private(set) var failures = 0
-    private(set) var refreshedToken = false
+    private(set) var state: State
 
+    /// A machine not started yet; `lastError` is the previous run's, shown until a success.
     package init(settings: Settings, lastError: SyncError? = nil) {
         self.settings = settings
-        self.lastError = lastError
+        state = .notStarted(FailureStateMachine(policy: settings.policy, mode: settings.mode, lastError: lastError))
     }
+
+    /// The last failure, until the next success (carried over from the previous run).
+    package var lastError: SyncError? { state.failure.lastError }
 
     /// What ``SyncStatus/up`` shows for the state.
     package var phase: SyncStatus.Phase {
         switch state {
         case .notStarted: .stopped
-        case .reading, .sending, .committing, .refreshingToken: .syncing
+        case .reading, .sending, .committing: .syncing
         case .waiting: .idle
-        case .backingOff(_, let error): error.isRetryable ? .offline : .failed
-        case .finished(.caughtUp), .finished(.cancelled): .stopped
-        case .finished(.stopped(let error)): error.isRetryable ? .offline : .failed
+        case .recovering(_, let failure): failure.phase
+        case .finished(let outcome, _): outcome.phase
+        }
+    }
+
+    /// How the driver performs `action`.
+    package static func step(_ action: Action) -> DirectionStep<Work> {
+        switch action {
+        case .read: .perform(.read)
+        case .waitForAppend(let after): .perform(.waitForAppend(after: after))
+        case .send(let part): .perform(.send(part))
+        case .commit(let part, let answer): .perform(.commit(part, answer))
+        case .sleep(let delay): .sleep(delay)
+        case .refreshToken: .refreshToken
+        case .finish(let outcome): .finish(outcome)
         }
     }
 
     // MARK: - Events
 
+    /// Starts the run: read the relay's first batch.
     package mutating func start() -> Action {
-        guard case .notStarted = state else { return invalid("start") }
-        state = .reading
+        guard case .notStarted(let failure) = state else { return invalid("start") }
+        state = .reading(failure)
         return .read
     }
 
     /// The relay's next batch; `lostThrough` set after a consumer gap (the sequences after
     /// `batch.after` up to it were trimmed before they were sent).
     package mutating func read(_ batch: ConsumerBatch, lostThrough: UInt64?) -> Action {
-        guard case .reading = state else { return invalid("read") }
-        if batch.events.isEmpty, lostThrough == nil { return caughtUp(after: batch.after) }
+        guard case .reading(let failure) = state else { return invalid("read") }
+        if batch.events.isEmpty, lostThrough == nil { return caughtUp(after: batch.after, failure) }
         let events = batch.events[...]
-        return send(Remaining(after: batch.after, events: events, count: plannedCount(events), lostThrough: lostThrough))
+        return send(Remaining(after: batch.after, events: events, count: plannedCount(events), lostThrough: lostThrough), failure)
     }
 
     /// The server's answer to the part in flight.
     package mutating func answered(_ answer: SyncWire.UpResponse) -> Action {
-        guard case .sending(let remaining) = state else { return invalid("answered") }
+        guard case .sending(let remaining, var failure) = state else { return invalid("answered") }
         let part = self.part(remaining)
         guard answer.acked >= part.request.through, answer.ledger == part.request.ledger else {
             return failed(.protocolViolation("the server acknowledged \(answer.acked) of ledger \(answer.ledger) for a batch through \(part.request.through) of \(part.request.ledger)"))
         }
-        lastError = nil
-        failures = 0
-        refreshedToken = false
-        state = .committing(remaining, answer)
+        failure.succeeded()
+        state = .committing(remaining, answer, failure)
         return .commit(part, answer)
     }
 
     /// The relay's cursor was committed through the part (or another instance of the relay
     /// had committed it first).
     package mutating func committed() -> Action {
-        guard case .committing(let remaining, _) = state else { return invalid("committed") }
+        guard case .committing(let remaining, _, let failure) = state else { return invalid("committed") }
         if remaining.events.isEmpty {
             // Everything after the cursor was trimmed: declared, nothing to commit; caught up
             // until the next append (the next read declares again, then sends what follows).
-            return caughtUp(after: max(remaining.after, remaining.lostThrough ?? 0))
+            return caughtUp(after: max(remaining.after, remaining.lostThrough ?? 0), failure)
         }
         let sent = remaining.events.prefix(remaining.count)
         let rest = remaining.events.dropFirst(remaining.count)
         guard let last = sent.last, !rest.isEmpty else {
-            state = .reading
+            state = .reading(failure)
             return .read
         }
-        return send(Remaining(after: max(last.sequence, remaining.lostThrough ?? 0), events: rest, count: plannedCount(rest), lostThrough: nil))
+        return send(Remaining(after: max(last.sequence, remaining.lostThrough ?? 0), events: rest, count: plannedCount(rest), lostThrough: nil), failure)
     }
 
     /// The step in progress failed (read, wait, send, commit, token refresh).
     package mutating func failed(_ error: SyncError) -> Action {
         switch state {
-        case .sending(var remaining):
+        case .sending(var remaining, let failure):
             if case .rejected(413, _, _) = error, remaining.count > 1 {
                 // The server's limit is below ours: halve the part, and send it again at once.
                 remaining.count = (remaining.count + 1) / 2
-                state = .sending(remaining)
-                return .send(part(remaining))
+                return send(remaining, failure)
             }
-            return decide(error, resume: remaining)
-        case .committing(let remaining, _), .refreshingToken(.some(let remaining)):
-            return decide(error, resume: remaining)
-        case .reading, .waiting, .refreshingToken(.none):
-            return decide(error, resume: nil)
-        case .notStarted, .backingOff, .finished:
+            return decide(error, resume: remaining, failure)
+        case .committing(let remaining, _, let failure):
+            return decide(error, resume: remaining, failure)
+        case .recovering(let resume, let failure):
+            return decide(error, resume: resume, failure)  // a failed token refresh; refused while backing off
+        case .reading(let failure), .waiting(_, let failure):
+            return decide(error, resume: nil, failure)
+        case .notStarted, .finished:
             return invalid("failed(\(error))")
         }
     }
 
     /// The pause after a failure ended: try the same step again.
     package mutating func slept() -> Action {
-        guard case .backingOff(let resume, _) = state else { return invalid("slept") }
-        return self.resume(resume)
+        guard case .recovering(let resume, var failure) = state, failure.slept() else { return invalid("slept") }
+        return self.resume(resume, failure)
     }
 
     /// The token provider gave a new token: try the same step again at once.
     package mutating func tokenRefreshed() -> Action {
-        guard case .refreshingToken(let resume) = state else { return invalid("tokenRefreshed") }
-        return self.resume(resume)
+        guard case .recovering(let resume, var failure) = state, failure.tokenRefreshed() else { return invalid("tokenRefreshed") }
+        return self.resume(resume, failure)
     }
 
     /// The ledger's head passed the sequence waited for.
     package mutating func appended() -> Action {
-        guard case .waiting = state else { return invalid("appended") }
-        state = .reading
+        guard case .waiting(_, let failure) = state else { return invalid("appended") }
+        state = .reading(failure)
         return .read
     }
 
     /// The task was cancelled: stop, not a failure (a part sent and not committed is sent
     /// again by the next run: duplicates, applied once).
     package mutating func cancelled() -> Action {
-        if case .finished(let outcome) = state { return .finish(outcome) }
-        state = .finished(.cancelled)
+        if case .finished(let outcome, _) = state { return .finish(outcome) }
+        state = .finished(.cancelled, state.failure)
         return .finish(.cancelled)
     }
 
     // MARK: - Internals
 
-    mutating func caughtUp(after: UInt64) -> Action {
+    /// Nothing left to send after `after`: wait for an append (`continuous`) or finish (`once`).
+    mutating func caughtUp(after: UInt64, _ failure: FailureStateMachine) -> Action {
         switch settings.mode {
         case .continuous:
-            state = .waiting(after: after)
+            state = .waiting(after: after, failure)
             return .waitForAppend(after: after)
         case .once:
-            state = .finished(.caughtUp)
+            state = .finished(.caughtUp, failure)
             return .finish(.caughtUp)
         }
     }
 
-    mutating func send(_ remaining: Remaining) -> Action {
-        state = .sending(remaining)
+    /// Sends the next part of `remaining`.
+    mutating func send(_ remaining: Remaining, _ failure: FailureStateMachine) -> Action {
+        state = .sending(remaining, failure)
         return .send(part(remaining))
     }
 
-    mutating func resume(_ remaining: Remaining?) -> Action {
-        if let remaining { return send(remaining) }
-        state = .reading
+    /// Tries the step a failure interrupted again: the same part, or the read if nil.
+    mutating func resume(_ remaining: Remaining?, _ failure: FailureStateMachine) -> Action {
+        if let remaining { return send(remaining, failure) }
+        state = .reading(failure)
         return .read
     }
 
-    mutating func decide(_ error: SyncError, resume: Remaining?) -> Action {
-        switch settings.policy.decision(after: error, failures: failures, refreshedToken: refreshedToken) {
-        case .cancel:
-            state = .finished(.cancelled)
-            return .finish(.cancelled)
-        case .refreshToken:
-            lastError = error
-            refreshedToken = true
-            state = .refreshingToken(resume)
-            return .refreshToken
-        case .retry(let delay) where settings.mode == .continuous:
-            lastError = error
-            failures += 1
-            state = .backingOff(resume, error)
+    /// Hands `error` to the failure sub-machine and performs what it decides: recover, then
+    /// `resume` (the read again if nil), or finish.
+    mutating func decide(_ error: SyncError, resume: Remaining?, _ failure: FailureStateMachine) -> Action {
+        var failure = failure
+        switch failure.failed(error) {
+        case .sleep(let delay)?:
+            state = .recovering(resume, failure)
             return .sleep(delay)
-        case .retry, .stop:
-            lastError = error
-            state = .finished(.stopped(error))
-            return .finish(.stopped(error))
+        case .refreshToken?:
+            state = .recovering(resume, failure)
+            return .refreshToken
+        case .finish(let outcome)?:
+            state = .finished(outcome, failure)
+            return .finish(outcome)
+        case nil:
+            return invalid("failed(\(error))")
         }
     }
 
@@ -260,7 +295,7 @@ package struct UpStateMachine: Sendable {
     mutating func invalid(_ event: String) -> Action {
         assertionFailure("UpStateMachine: \(event) in \(state)")
         let error = SyncError.protocolViolation("internal: the up direction got \(event) while \(state)")
-        state = .finished(.stopped(error))
+        state = .finished(.stopped(error), state.failure)
         return .finish(.stopped(error))
     }
 
