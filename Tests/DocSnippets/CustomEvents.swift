@@ -37,7 +37,7 @@ func archiveIfUnchanged(_ ledger: Ledger) throws {
     guard !stale.isEmpty else { return }
     let removal = try DomainEvent.inboxSynced(InboxSync(mode: .delta, messages: [], removed: stale)).newEvent()
     do {
-        try ledger.append(AppendRequest([removal], expectingHead: head)).sequences
+        try ledger.append(AppendRequest([removal], expectingHead: head))
     } catch {
         guard case .headMoved = error else { throw error }
         try archiveIfUnchanged(ledger)   // someone moved first: decide again on what is there now

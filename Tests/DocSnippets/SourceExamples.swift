@@ -14,9 +14,22 @@ import UserNotifications
 // Ledger.swift
 func exampleLedger() throws {
     let ledger = try Ledger(path: "/tmp/inbox", options: LedgerOptions(role: "app"))
-    let seq = try ledger.append(NewEvent(type: "badge.adjusted", payload: Array(#"{"delta":1}"#.utf8)))
-    for event in try ledger.read({ try $0.events(after: 0, limit: 10) }) { print(event.sequence, event.type) }
-    _ = seq
+    try ledger.append(.badgeAdjusted(.delta(1)), key: "push-4711")
+    let (head, list) = try ledger.read { snapshot in (try snapshot.head(), try snapshot.widgetList(limit: 5)) }
+    print(head, list.badge)
+}
+
+func exampleFeatures(_ ledger: Ledger) throws {
+    let host = try ledger.consumers.consumer(named: "host-app")
+    for info in try ledger.projections.list() { print(info.name, info.version, info.rows) }
+    let report = try ledger.maintenance.verify()
+    if !report.isHealthy { report.findings.forEach { print($0) } }
+    for info in try ledger.consumers.list() { print(info.name, info.cursor, info.lag) }
+    let stats = try ledger.maintenance.statistics()
+    print(stats.eventCount, stats.fileBytes, stats.warnings)
+    for info in try ledger.projections.list() { print(info.name, info.version, info.status, info.rows) }
+    try ledger.projections.drop(named: "old-tasks")
+    _ = host
 }
 
 // Ledger.swift (durability of what was read)
@@ -75,7 +88,7 @@ func exampleTimestampFromDate() {
     _ = expiry
 }
 
-// App/Ledger+Async.swift
+// Ledger+Read.swift and Ledger+Append.swift: the async forms
 struct ExampleAsyncAppend {
     let ledger: Ledger
 
@@ -84,24 +97,19 @@ struct ExampleAsyncAppend {
     }
 }
 
+@MainActor final class ExampleAsyncRead {
+    let ledger: Ledger
+    var rows: [WidgetItem] = []
+    init(ledger: Ledger) { self.ledger = ledger }
+
+    @MainActor func refresh() async throws {
+        rows = try await ledger.read { try $0.widgetList(limit: 5) }.items
+    }
+}
+
 func exampleAsyncRequest(_ ledger: Ledger) async throws {
     let receipt = try await ledger.append(AppendRequest(.badgeAdjusted(.delta(1)), key: "push-4711"))
     _ = receipt
-}
-
-func exampleAsyncReceipt(_ ledger: Ledger) async throws {
-    let receipt = try await ledger.append(AppendRequest(.badgeAdjusted(.delta(1)), key: "push-4711"))
-    _ = receipt
-}
-
-func exampleAsyncWidgetList(_ ledger: Ledger) async throws {
-    let list = try await ledger.read({ try $0.widgetList(limit: 5) })
-    _ = list
-}
-
-func exampleAsyncHead(_ ledger: Ledger) async throws {
-    let head = try await ledger.read({ try $0.head() })
-    _ = head
 }
 
 func exampleAsyncConsumer(_ host: Consumer, completions: [NewEvent]) async throws {
@@ -109,7 +117,7 @@ func exampleAsyncConsumer(_ host: Consumer, completions: [NewEvent]) async throw
     try await host.commit(batch, appending: completions)
 }
 
-// App/Ledger+Observation.swift
+// App/LedgerObservation.swift
 final class ExampleObserver {
     var rows: [WidgetItem] = []
 
@@ -120,7 +128,16 @@ final class ExampleObserver {
     }
 
     func badges(_ ledger: Ledger) async throws {
-        for try await badge in LedgerObservation.tracking({ try $0.badge() }).values(in: ledger) { try await UNUserNotificationCenter.current().setBadgeCount(badge) }
+        let badge = LedgerObservation.tracking { snapshot in try snapshot.badge() }
+        for try await value in badge.values(in: ledger) {
+            try await UNUserNotificationCenter.current().setBadgeCount(value)
+        }
+    }
+
+    func tasks() -> LedgerObservation<ProjectionContents<TaskList>> {
+        let tasks = LedgerObservation.tracking { try $0.projection(TaskList.self).contents(limit: 5) }
+            .removingDuplicates { $0.sameState(as: $1) }   // whatever the head
+        return tasks
     }
 }
 
@@ -132,7 +149,7 @@ func exampleLedgerEvent(_ ledger: Ledger) throws {
         var text: String
     }
     try ledger.append(NoteAdded(noteID: "n1", text: "Buy milk"), key: "note-n1")
-    let note = try ledger.read({ try $0.events(after: 0) }).first { $0.type == NoteAdded.eventType }?.decode(as: NoteAdded.self)
+    let note = try ledger.read { try $0.events(after: 0) }.first { $0.type == NoteAdded.eventType }?.decode(as: NoteAdded.self)
     _ = note
 }
 
@@ -175,9 +192,9 @@ enum ExampleUpcasting {
     }
 }
 
-// Ledger+Changes.swift
+// Ledger+Read.swift (changes)
 func exampleWaitForChange(_ ledger: Ledger, refreshWidget: () -> Void) async throws {
-    var seen = try await ledger.read({ try $0.head() })
+    var seen = try await ledger.read { try $0.head() }
     while true {
         seen = try await ledger.waitForChange(after: seen)
         refreshWidget()
@@ -287,7 +304,7 @@ func exampleEventJSON() throws {
 
 // Ledger+Append.swift
 func exampleAppendRequest(_ ledger: Ledger) throws {
-    let head = try ledger.read({ try $0.head() })
+    let head = try ledger.read { try $0.head() }
     let request = AppendRequest(.badgeAdjusted(.delta(1)), key: "push-4711", expectingHead: head)
     let receipt = try ledger.append(request)
     print(receipt.sequences, receipt.isReplay)
@@ -305,39 +322,33 @@ func exampleReceipt(_ ledger: Ledger, pushID: String) throws {
 }
 
 func exampleRawAppend(_ ledger: Ledger) throws {
-    let seq = try ledger.append(NewEvent(type: "message.read", payload: Array(#"{"ids":["m1"],"read":true}"#.utf8)))
-    _ = seq
+    try ledger.append(NewEvent(type: "message.read", payload: Array(#"{"ids":["m1"],"read":true}"#.utf8)))
 }
 
 func exampleKeyedAppend(_ ledger: Ledger) throws {
     try ledger.append(.badgeAdjusted(.delta(1)), key: "push-4711")
-    try ledger.append(AppendRequest([.badgeAdjusted(.set(0)), .messageRead(ReadChange(ids: ["m1"], read: true))]))
 }
 
-func exampleReplay(_ ledger: Ledger) throws {
-    let receipt = try ledger.append(AppendRequest(.badgeAdjusted(.delta(1)), key: "push-4711"))
-    let counted = !receipt.isReplay   // false when the push was delivered before
-    _ = counted
+// Ledger+Read.swift and Access/LedgerSnapshot.swift
+func exampleRead(_ ledger: Ledger, cursor: UInt64) throws {
+    let (head, list) = try ledger.read { snapshot in
+        (try snapshot.head(), try snapshot.widgetList(limit: 5))
+    }
+    let (first, shown, actions) = try ledger.read { snapshot in
+        (try snapshot.head(), try snapshot.widgetList(limit: 5), try snapshot.pendingActions())
+    }
+    let recent = try ledger.read { try $0.events(after: cursor, limit: 100) }
+    _ = (head, list, first, shown, actions, recent)
 }
 
-func exampleExpectingHead(_ ledger: Ledger, decision: NewEvent) throws {
-    let head = try ledger.read({ try $0.head() })
-    let list = try ledger.read({ try $0.widgetList(limit: 5) })                 // decide on what was read…
-    try ledger.append(AppendRequest([decision], expectingHead: head)).sequences // …and write only if still true
-    _ = list
-}
-
-// Ledger+Read.swift
 func exampleIterator(_ ledger: Ledger, cursor: UInt64, handle: (Event) -> Void) throws {
     var iterator = EventIterator(ledger, after: cursor)
     while let event = try iterator.next() { handle(event) }
 }
 
-// Ledger+Widget.swift
 func exampleWidgetList(_ ledger: Ledger) throws {
-    let list = try ledger.read({ try $0.widgetList(limit: 5) })
+    let list = try ledger.read { try $0.widgetList(limit: 5) }
     for row in list.items { print(row.read ? " " : "•", row.title) }
-    print("badge", list.badge)
 }
 
 func exampleLocalChanges(_ ledger: Ledger) throws {
@@ -346,7 +357,7 @@ func exampleLocalChanges(_ ledger: Ledger) throws {
     }
 }
 
-// Verification/Ledger+Verify.swift and Ledger+VerifyProjections.swift
+// Verification/LedgerMaintenance+Verify.swift and LedgerMaintenance+VerifyProjections.swift
 func exampleVerify(_ ledger: Ledger) throws {
     let report = try ledger.maintenance.verify()
     if !report.isHealthy { report.findings.forEach { print($0) } }
@@ -360,7 +371,7 @@ func exampleLedgerProjection(path: String) throws {
     options.projections = [TaskList.self]
     let ledger = try Ledger(path: path, options: options)
     try ledger.append(TaskDone(id: "t1"))                    // the row changes in the same transaction
-    let today = try ledger.read({ try $0.projection(TaskList.self).rows(limit: 10) })   // one short read transaction
+    let today = try ledger.read { try $0.projection(TaskList.self).rows(limit: 10) }   // one short read transaction
     _ = today
 }
 
@@ -368,19 +379,16 @@ func exampleProjectionOrder(row: (done: Bool, priority: Int64, title: String)) -
     ProjectionOrder(.bool(row.done), .descending(.int(row.priority)), .string(row.title))
 }
 
-// AppProjections/Ledger+AppProjections.swift
+// Access/ProjectionSnapshot.swift and LedgerSnapshot.swift
 func exampleProjectionReads(_ ledger: Ledger) throws {
-    let task = try ledger.read({ try $0.projection(TaskList.self).row("t1") })
-    let firstTen = try ledger.read({ try $0.projection(TaskList.self).rows(limit: 10) })
-    let state = try ledger.read({ try $0.projection(TaskList.self).contents(limit: 5) })
+    let (task, firstTen) = try ledger.read { snapshot in
+        let tasks = try snapshot.projection(TaskList.self)
+        return (try tasks.row("t1"), try tasks.rows(limit: 10))
+    }
+    let state = try ledger.read { try $0.projection(TaskList.self).contents(limit: 5) }
     print(state.document.open, state.rows.map(\.row.title))
-    _ = (task, firstTen)
-}
-
-func exampleProjectionUpdates(_ ledger: Ledger) async throws {
-    var tasks: [ProjectionRow<TaskList>] = []
-    for try await state in LedgerObservation.tracking({ try $0.projection(TaskList.self).contents(limit: 5) }).removingDuplicates(by: { $0.sameState(as: $1) }).values(in: ledger) { tasks = state.rows }
-    _ = tasks
+    let open = try ledger.read { try $0.projection(TaskList.self).rows(limit: 10) }
+    _ = (task, firstTen, open)
 }
 
 // AppProjections/ProjectionModel.swift
@@ -388,4 +396,18 @@ func exampleProjectionUpdates(_ ledger: Ledger) async throws {
     let tasks = ProjectionModel(TaskList.self, in: ledger, limit: 20)
     await tasks.run()                       // until the calling task is cancelled
     print(tasks.rows.map(\.row.title), tasks.document.open, tasks.error as Any)
+}
+
+// Access/LedgerSnapshot.swift (the type's example) and Consumers/Consumer.swift (LedgerConsumers)
+func exampleSnapshot(_ ledger: Ledger) throws {
+    let (head, list, actions) = try ledger.read { snapshot in
+        (try snapshot.head(), try snapshot.widgetList(limit: 5), try snapshot.pendingActions())
+    }
+    _ = (head, list, actions)
+}
+
+func exampleConsumers(_ ledger: Ledger) throws {
+    let host = try ledger.consumers.consumer(named: "host-app")
+    for info in try ledger.consumers.list() { print(info.name, info.cursor, info.lag) }
+    _ = host
 }

@@ -10,8 +10,8 @@ import Testing
         let client = try SyncClient(ledger: ledger, configuration: configuration(state: state, custom: ["com.example.note"]), transport: server)
         try await ledger.append(.inboxSynced(InboxSync(mode: .full, messages: [InboxMessage(id: "m1", title: "a", sentAt: Timestamp(micros: 1))])))
         try await ledger.append(.messageRead(ReadChange(ids: ["m1"], read: true)))
-        try await ledger.append(NewEvent(type: "com.example.note", payload: Array(#"{"n":1}"#.utf8)))
-        try await ledger.append(NewEvent(type: "com.example.private", payload: [0xff, 0x00]))
+        try ledger.append(NewEvent(type: "com.example.note", payload: Array(#"{"n":1}"#.utf8)))
+        try ledger.append(NewEvent(type: "com.example.private", payload: [0xff, 0x00]))
         try await ledger.append(.messageRemoved(MessageRemoval(ids: ["m1"])))
 
         let report = try await client.syncOnce()

@@ -36,7 +36,7 @@ import Testing
     func configuration(state: String) -> SyncConfiguration { InboxLedgerSyncTests.configuration(state: state, custom: ["com.example.n"]) }
 
     func notes(_ ledger: Ledger, _ range: Range<Int>) async throws {
-        _ = try await ledger.append(contentsOf: range.map { NewEvent(type: "com.example.n", payload: Array("{\"n\":\($0)}".utf8)) })
+        _ = try ledger.append(contentsOf: range.map { NewEvent(type: "com.example.n", payload: Array("{\"n\":\($0)}".utf8)) })
     }
 
     /// Waits (polling: the fake server has no notification) until `condition` holds.
@@ -168,7 +168,7 @@ import Testing
         let loops = Task { await client.run() }
         for await status in client.statusUpdates() where status.phase == .idle { break }
         let start = ContinuousClock.now
-        for i in 0..<1_000 { try await ledger.append(NewEvent(type: "com.example.n", payload: Array("{\"n\":\(i)}".utf8))) }
+        for i in 0..<1_000 { try ledger.append(NewEvent(type: "com.example.n", payload: Array("{\"n\":\(i)}".utf8))) }
         for await status in client.statusUpdates() where status.eventsSent == 1_000 && status.up.phase == .idle { break }
         let elapsed = ContinuousClock.now - start
         loops.cancel()

@@ -15,7 +15,7 @@ import Testing
 
     /// Shared events the server does not echo down the feed (so sequences stay predictable).
     func reads(_ ledger: Ledger, _ range: Range<Int>) async throws {
-        for i in range { try await ledger.append(NewEvent(type: "com.example.n", payload: Array("{\"n\":\(i)}".utf8))) }
+        for i in range { try ledger.append(NewEvent(type: "com.example.n", payload: Array("{\"n\":\(i)}".utf8))) }
     }
 
     func configuration(state: String) -> SyncConfiguration { InboxLedgerSyncTests.configuration(state: state, custom: ["com.example.n"]) }

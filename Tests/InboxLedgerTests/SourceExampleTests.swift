@@ -4,7 +4,7 @@ import InboxLedger
 @Test func badgeCountsUnreadMessages() throws {
     let ledger = try Ledger.temporary()
     try ledger.append(.badgeAdjusted(.delta(2)))
-    #expect(try ledger.read({ try $0.badge() }) == 2)
+    #expect(try ledger.read { try $0.badge() } == 2)
 }
 
 // The `///` examples of Sources that are tests (TemporaryLedger.swift's above, its imports

@@ -7,7 +7,8 @@ import Testing
 @Suite struct ReferenceTests {
     static let root = DocumentationTests.root
     /// The types whose every public member the page lists, each in its `## \`Type\`` section.
-    static let types = ["LedgerOptions", "WidgetList", "WidgetItem", "PendingAction", "AppendRequest", "AppendReceipt", "ProjectionNote"]
+    static let types = ["LedgerOptions", "WidgetList", "WidgetItem", "PendingAction", "AppendRequest", "AppendReceipt", "ProjectionNote",
+                         "Ledger", "LedgerSnapshot", "ProjectionSnapshot", "LedgerObservation", "LedgerConsumers", "LedgerProjections", "LedgerMaintenance"]
     /// The same for the sync client's values (Sources/InboxLedgerSync), each in its section too.
     static let syncTypes = ["SyncConfiguration", "SyncStatus", "SyncReport", "SyncError", "NetworkFailure"]
 

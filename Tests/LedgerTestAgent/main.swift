@@ -502,7 +502,7 @@ func flowActor(dir: String, role: String, control: String, start: Int) async {
             switch fields.first {
             case "append" where fields.count == 4:
                 let event = NewEvent(type: fields[2], payload: Array(fields[3].utf8), key: fields[1] == "-" ? nil : fields[1])
-                let seq = try await retrying { try await ledger.append(event) }
+                let seq = try await retrying { try ledger.append(event) }
                 say("done \(n) \(seq)")
             case "complete" where fields.count == 2:
                 let host = try await retrying { try ledger.consumers.consumer(named: "host-app") }

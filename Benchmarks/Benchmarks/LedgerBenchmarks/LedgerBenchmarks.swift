@@ -80,7 +80,7 @@ let benchmarks: @Sendable () -> Void = {
         let batches = (0..<4).map { b in (0..<1000).map { inboxDelta(b * 1000 + $0) } }
         benchmark.startMeasurement()
         for _ in benchmark.scaledIterations {
-            blackHole(try f.ledger.append(contentsOf: batches[i % 4]))
+            blackHole(try f.ledger.append(AppendRequest(batches[i % 4])))
             i += 1
         }
     }
@@ -93,7 +93,7 @@ let benchmarks: @Sendable () -> Void = {
         let batches = (0..<4).map { b in (0..<1000).map { typedDelta(b * 1000 + $0) } }
         benchmark.startMeasurement()
         for _ in benchmark.scaledIterations {
-            blackHole(try f.ledger.append(contentsOf: batches[i % 4]))
+            blackHole(try f.ledger.append(AppendRequest(batches[i % 4])))
             i += 1
         }
     }

@@ -112,7 +112,7 @@ final class LedgerStore: Store {
     }
 
     func appendBatch(_ deltas: ArraySlice<SyncDelta>) throws {
-        if typed { _ = try ledger.append(contentsOf: deltas.map(domainEvent)) } else { _ = try ledger.append(contentsOf: deltas.map(event)) }
+        if typed { _ = try ledger.append(AppendRequest(deltas.map(domainEvent))) } else { _ = try ledger.append(contentsOf: deltas.map(event)) }
     }
 
     func appendOne(_ delta: SyncDelta) throws {
@@ -162,7 +162,7 @@ public func appendFromTasks(_ store: Store, perCaller: [[SyncDelta]]) throws -> 
                         var latencies: [Double] = []
                         for delta in deltas {
                             let started = ContinuousClock.now
-                            _ = try await ledger.append(NewEvent(type: DomainEvent.inboxSyncedType, payload: delta.payload))
+                            _ = try await ledger.append(AppendRequest([NewEvent(type: DomainEvent.inboxSyncedType, payload: delta.payload)]))
                             let elapsed = ContinuousClock.now - started
                             latencies.append(Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12)
                         }

@@ -13,7 +13,7 @@ import Foundation
 ///     var text: String
 /// }
 /// try ledger.append(NoteAdded(noteID: "n1", text: "Buy milk"), key: "note-n1")
-/// let note = try ledger.events(after: 0).first { $0.type == NoteAdded.eventType }?.decode(as: NoteAdded.self)
+/// let note = try ledger.read { try $0.events(after: 0) }.first { $0.type == NoteAdded.eventType }?.decode(as: NoteAdded.self)
 /// ```
 ///
 /// The payload is the value's **canonical** JSON (``CanonicalJSON``): object keys sorted, no
@@ -93,7 +93,7 @@ extension Event {
     /// payload does not decode (`field` is the path: `data.items[2].title`).
     ///
     /// ```swift
-    /// for event in try ledger.events(after: 0) where event.baseType == NoteAdded.eventType {
+    /// for event in try ledger.read({ try $0.events(after: 0) }) where event.baseType == NoteAdded.eventType {
     ///     let note = try event.decode(as: NoteAdded.self)
     ///     print(note.text)
     /// }

@@ -33,7 +33,7 @@ struct CursorCommit: Sendable {
 /// retry), which events were replays, and what the projections noticed.
 ///
 /// ```swift
-/// let receipt = try ledger.appendWithReceipt(.badgeAdjusted(.delta(1)), key: "push-" + pushID)
+/// let receipt = try ledger.append(AppendRequest(.badgeAdjusted(.delta(1)), key: "push-" + pushID))
 /// if receipt.isReplay { print("push \(pushID) was counted before, as event \(receipt.sequences[0])") }
 /// ```
 public struct AppendReceipt: Hashable, Sendable, Codable {

@@ -57,7 +57,7 @@
 /// options.projections = [TaskList.self]
 /// let ledger = try Ledger(path: path, options: options)
 /// try ledger.append(TaskDone(id: "t1"))                    // the row changes in the same transaction
-/// let today = try ledger.projectionRows(TaskList.self, limit: 10)   // one short read transaction
+/// let today = try ledger.read { try $0.projection(TaskList.self).rows(limit: 10) }   // one short read transaction
 /// ```
 public protocol LedgerProjection: Sendable {
     /// One keyed row.
