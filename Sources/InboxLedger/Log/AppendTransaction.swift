@@ -8,9 +8,9 @@ struct AppendTransaction {
         /// A retry of an event already committed (same content): nothing is written, the
         /// event gets the stored sequence.
         case stored(UInt64)
-        /// A repeat of an earlier new event of the same request (same key and content): it
-        /// gets that event's sequence once assigned.
-        case earlierInBatch
+        /// A repeat of the request's event at index `first` (same key and content, and that one
+        /// new): it gets that event's sequence, assigned before it since `first` comes earlier.
+        case earlierInBatch(first: Int)
     }
 
     private let tables: StoreTransaction
@@ -71,19 +71,17 @@ struct AppendTransaction {
             var receipt = AppendReceipt(sequences: [], notes: [])
             receipt.sequences.reserveCapacity(request.events.count)
             receipt.replayed.reserveCapacity(request.events.count)
-            var firstInBatch: [String: UInt64] = [:]
             for (event, resolution) in zip(request.events, resolved) {
                 switch resolution {
                 case .stored(let sequence):
                     receipt.sequences.append(sequence)
                     receipt.replayed.append(true)
                     continue
-                case .earlierInBatch:
-                    if let key = event.key, let first = firstInBatch[key] {
-                        receipt.sequences.append(first)
-                        receipt.replayed.append(true)
-                        continue
-                    }
+                case .earlierInBatch(let first):
+                    // `first` < this event's index: its sequence is in the receipt already.
+                    receipt.sequences.append(receipt.sequences[first])
+                    receipt.replayed.append(true)
+                    continue
                 case .new:
                     break
                 }
@@ -93,7 +91,6 @@ struct AppendTransaction {
                 try events.append(stored)
                 if let key = event.key {
                     try keys.put(key, KeyRecord(sequence: head, digest: event.digest, time: now))
-                    firstInBatch[key] = head
                 }
                 receipt.notes += try projector.apply(stored, event.domain)
                 counts.count(type: event.type, role: request.origin.role)
@@ -122,15 +119,12 @@ struct AppendTransaction {
     private func newEvents(_ request: CommitRequest, _ resolved: [KeyResolution], after head: UInt64) -> [Event] {
         guard !request.projections.projections.isEmpty else { return [] }
         var sequence = head
-        var seen: Set<String> = []
         var out: [Event] = []
         for (event, resolution) in zip(request.events, resolved) {
             switch resolution {
-            case .stored: continue
-            case .earlierInBatch: if let key = event.key, seen.contains(key) { continue }
+            case .stored, .earlierInBatch: continue
             case .new: break
             }
-            if let key = event.key { seen.insert(key) }
             sequence += 1
             out.append(Event(sequence: sequence, timestampMicros: now, origin: request.origin, type: event.type, key: event.key, payload: event.payload))
         }
@@ -141,7 +135,8 @@ struct AppendTransaction {
     private func resolveKeys(_ events: [PreparedEvent]) throws -> Result<[KeyResolution], LedgerError> {
         var resolved: [KeyResolution] = []
         resolved.reserveCapacity(events.count)
-        var batchKeys: [String: (resolution: KeyResolution, digest: UInt64)] = [:]
+        /// Each key of the batch: what its first event resolved to, its content, its index.
+        var batchKeys: [String: (resolution: KeyResolution, digest: UInt64, index: Int)] = [:]
         for (index, event) in events.enumerated() {
             guard let key = event.key else { resolved.append(.new); continue }
             if let seen = batchKeys[key] {
@@ -150,17 +145,17 @@ struct AppendTransaction {
                 }
                 // A repeat of a stored key is a retry of the stored event; of a new one, of the
                 // batch's first event with the key.
-                resolved.append(seen.resolution == .new ? .earlierInBatch : seen.resolution)
+                resolved.append(seen.resolution == .new ? .earlierInBatch(first: seen.index) : seen.resolution)
                 continue
             }
             if let record = try keys.record(key) {
                 guard record.digest == event.digest else {
                     return .failure(.idempotencyConflict(key: key, existingSequence: record.sequence))
                 }
-                batchKeys[key] = (.stored(record.sequence), record.digest)
+                batchKeys[key] = (.stored(record.sequence), record.digest, index)
                 resolved.append(.stored(record.sequence))
             } else {
-                batchKeys[key] = (.new, event.digest)
+                batchKeys[key] = (.new, event.digest, index)
                 resolved.append(.new)
             }
         }
