@@ -30,11 +30,14 @@ let package = Package(
             providers: [.apt(["liblmdb-dev"]), .brew(["lmdb"])]
         ),
         // Thin, safe LMDB layer: the only code that touches CLMDB.
-        .target(name: "LMDB", dependencies: ["CLMDB"]),
+        // The package's thread primitives (a lock that owns its value, a dedicated thread, the
+        // monotonic clock), below the LMDB layer and the ledger, which both use them.
+        .target(name: "LedgerThreads"),
+        .target(name: "LMDB", dependencies: ["CLMDB", "LedgerThreads"]),
         // CRC-32C with the CPU's instruction (SSE 4.2, ARMv8 CRC); the ledger keeps a table fallback.
         .target(name: "CChecksum", path: "Sources/CChecksum"),
         // The ledger: log, envelope, group commit, idempotency.
-        .target(name: "InboxLedger", dependencies: ["LMDB", "CChecksum"]),
+        .target(name: "InboxLedger", dependencies: ["LMDB", "LedgerThreads", "CChecksum"]),
         // The sync client (docs/sync.md): URLSession, no package dependency.
         .target(name: "InboxLedgerSync", dependencies: ["InboxLedger"]),
         .testTarget(name: "InboxLedgerSyncTests", dependencies: ["InboxLedgerSync", "InboxLedger"]),
@@ -48,11 +51,11 @@ let package = Package(
         // inbox): what `make demo` runs next to `ledger simulate`.
         .executableTarget(name: "task-tracker", dependencies: ["InboxLedger"], path: "Examples/TaskTracker"),
         // A helper the tests spawn as real writer / reader / crash-victim processes.
-        .executableTarget(name: "LedgerTestAgent", dependencies: ["InboxLedger", "LMDB", "TestSupport"], path: "Tests/LedgerTestAgent"),
+        .executableTarget(name: "LedgerTestAgent", dependencies: ["InboxLedger", "LMDB", "LedgerThreads", "TestSupport"], path: "Tests/LedgerTestAgent"),
         .target(name: "TestSupport", dependencies: ["InboxLedger", "LMDB"], path: "Tests/TestSupport"),
         // Every Swift snippet of README.md and docs/, compiled (DocumentationTests checks they match).
         .target(name: "DocSnippets", dependencies: ["InboxLedger", "InboxLedgerSync", "LMDB"], path: "Tests/DocSnippets"),
-        .testTarget(name: "LMDBTests", dependencies: ["LMDB", "CLMDB", "TestSupport", "LedgerTestAgent"]),
+        .testTarget(name: "LMDBTests", dependencies: ["LMDB", "LedgerThreads", "CLMDB", "TestSupport", "LedgerTestAgent"]),
         .testTarget(name: "InboxLedgerTests", dependencies: ["InboxLedger", "LMDB", "TestSupport", "LedgerTestAgent", "ledger"]),
         .testTarget(name: "LedgerCLITests", dependencies: ["InboxLedger", "LMDB", "TestSupport", "DocSnippets", "ledger"]),
     ],

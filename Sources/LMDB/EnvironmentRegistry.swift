@@ -6,6 +6,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import LedgerThreads
 
 /// Identifies a directory independently of the path used to reach it.
 struct EnvironmentKey: Hashable, Sendable {

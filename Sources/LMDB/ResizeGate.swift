@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import LedgerThreads
 
 /// A process-wide reader/writer gate around one environment (docs/lmdb.md rule 9).
 ///

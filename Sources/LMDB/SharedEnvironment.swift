@@ -6,6 +6,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import LedgerThreads
 
 /// The C handles of an open environment: the `MDB_env`, and this layer's own descriptor of
 /// `lock.mdb` for the writer lock (-1 when the file cannot be written). Valid only while the

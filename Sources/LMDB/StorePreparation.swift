@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import LedgerThreads
 
 /// Makes a directory's files safe for LMDB to map, just before `mdb_env_open` (docs/lmdb.md,
 /// rules 22–24). Runs only while this process has the environment closed — under the registry's

@@ -5,6 +5,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import LedgerThreads
 
 /// The cross-process writer lock taken around every write transaction: a write lock on
 /// ``ByteLock/writer`` of `lock.mdb` (LMDB's own writer mutex cannot time out). A process stopped

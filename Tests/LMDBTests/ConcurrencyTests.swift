@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 @testable import LMDB
+import LedgerThreads
 
 /// The concurrency primitives (Sources/LMDB/Concurrency.swift). Every wait below is for the
 /// event the test needs; the timeouts are safety nets that turn a lost wake-up into a failure

@@ -10,6 +10,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import LedgerThreads
 
 func die(_ message: String) -> Never {
     FileHandle.standardError.write(Data((message + "\n").utf8))

@@ -5,6 +5,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import LedgerThreads
 
 /// Wakes waiters when the ledger's head moves, whichever process appended.
 ///

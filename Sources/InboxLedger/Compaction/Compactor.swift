@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import LedgerThreads
 
 /// Snapshots the projections and trims the log, in short transactions, without ever dropping
 /// an event a live consumer has not read.

@@ -1,3 +1,4 @@
+import LedgerThreads
 /// One caller's batch waiting for a commit. Immutable: its outcome lives in the commit
 /// queue's locked state, never in the request (a result once written outside the lock while
 /// its owner read it inside was a torn read of the enum: a SIGSEGV in ledger-torture).

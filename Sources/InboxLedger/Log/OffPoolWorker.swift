@@ -1,4 +1,5 @@
 import Synchronization
+import LedgerThreads
 
 /// A dedicated thread that runs blocking ledger work, so that async callers never block a
 /// thread of Swift's cooperative pool: one per environment for async reads, one per commit

@@ -6,7 +6,8 @@ import Darwin
 
 // The package's concurrency primitives for threads (not tasks): a lock that owns the value it
 // guards and lets threads wait for it to change, and the one kind of dedicated thread the
-// package starts. They live in the bottom layer because it uses them too (the idle close).
+// package starts. A module of their own below the LMDB layer (its idle close uses them) and the
+// ledger (group commit, change monitor, off-pool reads): neither owns them.
 
 /// A mutex and a condition variable that own the value they guard (swift-nio's
 /// `ConditionLock` shape): the value is reachable only inside the closures below, with the lock
@@ -205,30 +206,4 @@ private func detachThread(_ body: @escaping @Sendable () -> Void) {
     if started == 0 { pthread_detach(thread) } else {
         Unmanaged<Box>.fromOpaque(box).takeRetainedValue().body()
     }
-}
-
-/// The key of an attachment (``Environment/attachment(_:make:)``): its name and the type of
-/// the object it holds, so that a key can only ever return what it was made with.
-///
-/// ```swift
-/// final class Counter: Sendable {}
-/// let counterKey = AttachmentKey<Counter>("com.example.counter")
-/// let counter = environment.attachment(counterKey) { Counter() }
-/// ```
-public struct AttachmentKey<Value: AnyObject & Sendable>: Sendable, Hashable {
-    /// The key's name; two keys of one name and type reach the same object.
-    public let name: String
-
-    public init(_ name: String) {
-        self.name = name
-    }
-
-    /// The key of the attachment table: the name and the value's type.
-    var erased: ErasedAttachmentKey { ErasedAttachmentKey(name: name, type: ObjectIdentifier(Value.self)) }
-}
-
-/// An ``AttachmentKey`` without its type parameter (what the table is keyed by).
-struct ErasedAttachmentKey: Hashable, Sendable {
-    let name: String
-    let type: ObjectIdentifier
 }
