@@ -20,7 +20,7 @@ import Synchronization
 /// listed by one prefix scan.
 enum AppProjectionKeys {
     static let maxNameBytes = 64
-    static let maxRowKeyBytes = 256
+    static let maxRowKeyBytes = ProjectionRowKey.maxBytes
     static let maxOrderBytes = 160
 
     static func meta(_ name: String) -> [UInt8] { [0x00] + Array(name.utf8) }
@@ -38,13 +38,6 @@ enum AppProjectionKeys {
         let allowed = bytes.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2E || $0 == 0x2D || $0 == 0x5F }
         guard (1...maxNameBytes).contains(bytes.count), allowed else {
             throw .invalidArgument(name: "projection name", reason: "\(String(reflecting: name)) must be 1–\(maxNameBytes) bytes of lowercase letters, digits, '.', '-' and '_'")
-        }
-    }
-
-    static func checkRowKey(_ key: String, projection: String) throws(LedgerError) {
-        let count = key.utf8.count
-        guard (1...maxRowKeyBytes).contains(count) else {
-            throw .invalidArgument(name: "row key of projection '\(projection)'", reason: "must be 1–\(maxRowKeyBytes) bytes of UTF-8, got \(count)")
         }
     }
 }
@@ -359,29 +352,11 @@ final class OverlayStore: ProjectionStore {
 /// Only the app projections' table is ever changed in an overlay.
 struct LMDBOverlayRefusal: Error {}
 
-/// What `ledger inspect` lists for an app projection: its stored record.
-public struct ProjectionInfo: Sendable, Hashable, Codable {
-    /// The projection's name.
-    public var name: String
-    /// The version its stored state was built by.
-    public var version: Int
-    /// `ready`, `building`, `clearing` or `failed`.
-    public var status: String
-    /// Every event through this sequence is applied.
-    public var appliedThrough: UInt64
-    /// The build read the log after this sequence (earlier events had been trimmed).
-    public var builtFrom: UInt64
-    /// Rows stored.
-    public var rows: Int
-    /// The event types it reads.
-    public var eventTypes: [String]
-    /// Why it failed (status `failed`).
-    public var failure: String?
-}
-
 extension ProjectionInfo {
     init(_ meta: AppProjectionMeta) {
         self.init(name: meta.name, version: meta.version, status: meta.status.rawValue, appliedThrough: meta.appliedThrough,
                   builtFrom: meta.builtFrom, rows: meta.rows, eventTypes: meta.eventTypes, failure: meta.failure)
     }
 }
+
+extension AppProjectionReader: ProjectionRowSource {}

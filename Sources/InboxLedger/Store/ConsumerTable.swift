@@ -16,20 +16,6 @@ struct ConsumerRecord: Hashable, Sendable {
     }
 }
 
-/// What `ledger consumers` and ``Ledger/consumers()`` report about one consumer.
-public struct ConsumerInfo: Hashable, Sendable, Codable, Identifiable {
-    /// Its name.
-    public var name: String
-    /// The last sequence it handled.
-    public var cursor: UInt64
-    /// Events appended after its cursor.
-    public var lag: UInt64
-    /// Its last commit or heartbeat.
-    public var lastSeen: Timestamp
-    /// When it was registered.
-    public var createdAt: Timestamp
-}
-
 /// The `consumers` table: a consumer's name as UTF-8 → its ``ConsumerRecord``.
 typealias ConsumerTable = NamedRecordTable<ConsumerRecord>
 

@@ -62,23 +62,6 @@ struct Schema: Sendable {
     }
 }
 
-/// A ledger's identity, written once when it is created.
-public struct LedgerMetadata: Hashable, Sendable {
-    /// Format version of the ledger's records and tables.
-    public var formatVersion: UInt32
-    /// A random UUID naming this ledger.
-    public var ledgerID: String
-    /// Creation time, microseconds since the epoch.
-    public var createdAtMicros: Int64
-    /// The weakest durability any process commits with (``LedgerOptions/durabilityFloor``);
-    /// `singleSync` for ledgers created before the floor was recorded.
-    public var durabilityFloor: LedgerDurability = .singleSync
-    /// The version of the projection rules the stored projections were built by, once this
-    /// handle opened the ledger (a writable opening rebuilds projections built by older rules;
-    /// a newer version makes the handle read-only: ``LedgerError/newerProjections(path:found:supported:)``).
-    public var projectionVersion: UInt32 = 1
-}
-
 /// A random (version 4) UUID string, without Foundation.
 func randomUUIDString() -> String {
     var generator = SystemRandomNumberGenerator()

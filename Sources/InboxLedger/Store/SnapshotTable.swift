@@ -1,17 +1,5 @@
 import LMDB
 
-/// A snapshot of the projections at a sequence, as listed by ``Ledger/snapshots()``.
-public struct SnapshotInfo: Hashable, Sendable, Codable {
-    /// The projections equal a replay of every event up to and including this sequence.
-    public var sequence: UInt64
-    /// When it was written.
-    public var createdAt: Timestamp
-    /// Projection rows in the snapshot.
-    public var rows: Int
-    /// Bytes of keys and values.
-    public var bytes: Int
-}
-
 /// The snapshot encoding (docs/format.md): rows `BE(S) ‖ tag ‖ key → value` copied from the
 /// projection tables, and a header row `BE(S) ‖ 0x00` with version, sequence, time, row count
 /// and a CRC-32C over every row.

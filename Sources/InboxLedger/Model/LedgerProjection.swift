@@ -167,7 +167,7 @@ public struct ProjectionOrder: Sendable, Hashable {
 /// written in the append's transaction.
 public struct ProjectionUpdate<P: LedgerProjection> {
     /// The stored state under the changes.
-    let stored: AppProjectionReader
+    let stored: any ProjectionRowSource
     /// Rows changed so far (nil: removed).
     var changed: [String: P.Row?] = [:]
     /// The document as changed so far.
@@ -175,7 +175,7 @@ public struct ProjectionUpdate<P: LedgerProjection> {
     /// Whether ``document`` was assigned.
     var documentTouched = false
 
-    init(stored: AppProjectionReader) throws(LedgerError) {
+    init(stored: any ProjectionRowSource) throws(LedgerError) {
         self.stored = stored
         self.document = try stored.document(P.self) ?? P.initialDocument
     }
@@ -188,12 +188,35 @@ public struct ProjectionUpdate<P: LedgerProjection> {
 
     /// Stores `row` under `key` (1–256 bytes of UTF-8).
     public mutating func set(_ row: P.Row, for key: String) throws {
-        try AppProjectionKeys.checkRowKey(key, projection: P.name)
+        try ProjectionRowKey.check(key, projection: P.name)
         changed[key] = .some(row)
     }
 
     /// Removes the row under `key`, if there is one.
     public mutating func removeRow(_ key: String) {
         changed[key] = .some(nil)
+    }
+}
+
+/// Where a ``ProjectionUpdate`` reads the state under its changes (the store's reader of the
+/// projection's table, or an overlay of it).
+protocol ProjectionRowSource {
+    /// The stored document of `P`, if one was set.
+    func document<P: LedgerProjection>(_: P.Type) throws(LedgerError) -> P.Document?
+    /// The stored row of `P` under `key`.
+    func row<P: LedgerProjection>(_: P.Type, _ key: String) throws(LedgerError) -> P.Row?
+}
+
+/// The rule for a row's key: 1–256 bytes of UTF-8 (docs/format.md, "App projections").
+enum ProjectionRowKey {
+    /// The longest key, in bytes.
+    static let maxBytes = 256
+
+    /// Throws unless `key` is 1–``maxBytes`` bytes.
+    static func check(_ key: String, projection: String) throws(LedgerError) {
+        let count = key.utf8.count
+        guard (1...maxBytes).contains(count) else {
+            throw .invalidArgument(name: "row key of projection '\(projection)'", reason: "must be 1–\(maxBytes) bytes of UTF-8, got \(count)")
+        }
     }
 }
