@@ -40,6 +40,7 @@ public struct SyncStatus: Hashable, Sendable {
             }
         }
 
+        /// Orders phases from the calmest to the most urgent.
         public static func < (a: Phase, b: Phase) -> Bool { a.rank < b.rank }
     }
 

@@ -23,6 +23,7 @@ public protocol SyncTransport: Sendable {
 
 extension SyncTransport {
     /// Does nothing.
+    /// Sends `token` as the bearer of every later request (a refreshed token).
     public func useToken(_ token: String) {}
 }
 
@@ -65,8 +66,10 @@ public struct HTTPSyncTransport: SyncTransport {
         session = URLSession(configuration: configuration)
     }
 
+    /// Sends `token` as the bearer of every later request (a refreshed token).
     public func useToken(_ token: String) { bearer.value.withLock { $0 = token } }
 
+    /// Posts one batch to `/v1/up` and returns the server's acknowledgement.
     public func send(_ request: SyncWire.UpRequest) async throws(SyncError) -> SyncWire.UpResponse {
         let body: Data
         do { body = try JSONEncoder().encode(request) } catch { throw .protocolViolation("cannot encode the batch: \(error)") }
@@ -78,6 +81,7 @@ public struct HTTPSyncTransport: SyncTransport {
         return try await perform(http, as: SyncWire.UpResponse.self, cursor: request.after)
     }
 
+    /// Reads one page of the feed from `/v1/down` after `after`, waiting up to `waitSeconds` for one.
     public func fetch(after: UInt64, limit: Int, waitSeconds: Int) async throws(SyncError) -> SyncWire.DownResponse {
         guard var components = URLComponents(url: server.appendingPathComponent(SyncWire.Endpoint.down.relativePath), resolvingAgainstBaseURL: false) else {
             throw .protocolViolation("bad server URL \(server)")

@@ -42,6 +42,7 @@ public enum SyncWire {
         case limit
     }
 
+    /// The query parameters of `/v1/down`.
     public enum DownQuery: String, Sendable, CaseIterable {
         /// The cursor: entries with a sequence above it.
         case after

@@ -52,6 +52,7 @@ public struct ConsumerBatches: AsyncSequence, Sendable {
         }
     }
 
+    /// An iterator that reads the next batch when asked.
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(consumer: consumer, limit: limit) }
 }
 

@@ -8,10 +8,11 @@ public enum JSONValue: Hashable, Sendable, Codable {
     case array([JSONValue])
     case object([String: JSONValue])
 
+    /// Decodes whichever JSON value `decoder` holds.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.singleValueContainer()
-        // Each `try?` probes one JSON type; the last line's error is the one reported.
         if c.decodeNil() { self = .null }
+        // Each `try?` probes one JSON type; the last line's error is the one reported.
         else if let b = try? c.decode(Bool.self) { self = .bool(b) }
         else if let i = try? c.decode(Int64.self) { self = .integer(i) }
         else if let d = try? c.decode(Double.self) { self = .number(d) }
