@@ -2,8 +2,9 @@
 /// path, and the per-directory objects shared by every handle of the process. The handle's
 /// features (`ledger.consumers`, `ledger.projections`, `ledger.maintenance`, snapshots) hold
 /// this value, never the handle: they reach the handle's internals through it alone, and the
-/// façade sits above them (docs/design.md, "Folders").
-struct LedgerAccess: Sendable {
+/// façade sits above them (docs/design.md, "Folders"). A class: every read and append passes
+/// it along, and one reference costs one retain where a struct of these fields cost one each.
+final class LedgerAccess: Sendable {
     /// The directory given at open.
     let path: String
     /// The options given at open.
@@ -20,6 +21,18 @@ struct LedgerAccess: Sendable {
     let widgetCache: WidgetCache
     /// Runs the async forms' reads off the cooperative pool (one thread per directory).
     let readWorker: OffPoolWorker
+
+    init(path: String, options: LedgerOptions, origin: Origin, store: LedgerStore, log: EventLog,
+         changeMonitor: ChangeMonitor, widgetCache: WidgetCache, readWorker: OffPoolWorker) {
+        self.path = path
+        self.options = options
+        self.origin = origin
+        self.store = store
+        self.log = log
+        self.changeMonitor = changeMonitor
+        self.widgetCache = widgetCache
+        self.readWorker = readWorker
+    }
 }
 
 /// A type that holds a ``LedgerAccess`` (the façade, its features): the handle's internals by

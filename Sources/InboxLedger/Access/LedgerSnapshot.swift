@@ -15,7 +15,9 @@
 public struct LedgerSnapshot {
     let tables: StoreTransaction
     let access: LedgerAccess
-    let scope: SnapshotScope
+    /// Where an observation collects when a value read stops being true by itself (nil for a
+    /// plain read: nothing to collect, nothing allocated).
+    let expiry: SnapshotExpiry?
 
     /// The sequence number of the last event ever appended (0 for an empty ledger): the head to
     /// pass to ``AppendRequest/expectedHead`` when deciding on what this snapshot shows.
@@ -60,7 +62,7 @@ public struct LedgerSnapshot {
     public func widgetList(limit: Int = 10, now: Timestamp? = nil) throws(LedgerError) -> WidgetList {
         let now = now ?? access.options.clock.now()
         let list = try run("read widget list") { try widgetModel.list(tables.projections, limit: limit, now: now) }
-        scope.refresh(at: list.nextExpiry)
+        expiry?.refresh(at: list.nextExpiry)
         return list
     }
 
@@ -107,15 +109,14 @@ public struct LedgerSnapshot {
     /// let open = try ledger.read { try $0.projection(TaskList.self).rows(limit: 10) }
     /// ```
     public func projection<P: LedgerProjection>(_ projection: P.Type) throws(LedgerError) -> ProjectionSnapshot<P> {
-        try scope.check()
-        return try ProjectionSnapshot(P.self, in: self)
+        try ProjectionSnapshot(P.self, in: self)
     }
 
     private var widgetModel: WidgetReadModel { WidgetReadModel(cache: access.widgetCache, path: access.path) }
 
-    /// `body` run while the snapshot is open, its errors mapped as the store maps them.
+    /// `body`, its errors mapped as the store maps them. The transaction refuses every use once
+    /// its read ended (the LMDB layer's rule), which arrives as a snapshot used out of its read.
     func run<T>(_ operation: String, _ body: () throws -> T) throws(LedgerError) -> T {
-        try scope.check()
         do { return try body() } catch { throw LedgerError.from(error, path: access.path, operation: operation) }
     }
 }
@@ -123,41 +124,26 @@ public struct LedgerSnapshot {
 @available(*, unavailable, message: "a snapshot is one thread's read transaction: read inside the closure")
 extension LedgerSnapshot: Sendable {}
 
-/// Whether a snapshot's transaction is still open, and the earliest moment a value read from it
-/// stops being true without a commit (a message's expiry), for ``LedgerObservation``.
-final class SnapshotScope {
-    private(set) var isOpen = true
-    private(set) var refreshAt: Timestamp?
-
-    /// Throws unless the snapshot's closure is still running.
-    func check() throws(LedgerError) {
-        guard isOpen else {
-            throw .invalidArgument(name: "snapshot", reason: "used after its read ended: take values out of the read's closure, never the snapshot")
-        }
-    }
+/// The earliest moment a value read from a snapshot stops being true without a commit (a
+/// message's expiry): what ``LedgerObservation`` waits for besides commits.
+final class SnapshotExpiry {
+    private(set) var moment: Timestamp?
 
     /// Notes that a value read changes by itself at `moment` (nil: never).
     func refresh(at moment: Timestamp?) {
         guard let moment else { return }
-        refreshAt = min(refreshAt ?? moment, moment)
+        self.moment = min(self.moment ?? moment, moment)
     }
-
-    /// Ends the snapshot: its transaction is about to close.
-    func close() { isOpen = false }
 }
 
 extension LedgerAccessing {
-    /// `body` given one snapshot (one read transaction), and the moment a value it read
-    /// expires by itself: ``Ledger/read(_:)-(_)`` and ``LedgerObservation``.
+    /// `body` given one snapshot (one read transaction): ``Ledger/read(_:)-(_)``, ``EventIterator``.
     /// An error `body` throws that is not a ``LedgerError`` arrives as
     /// ``LedgerError/unexpected(path:operation:reason:)`` naming it (``Ledger/read(_:)-(_)``).
-    func readSnapshot<T>(_ body: (LedgerSnapshot) throws -> T) throws(LedgerError) -> (value: T, refreshAt: Timestamp?) {
+    func readSnapshot<T>(_ body: (LedgerSnapshot) throws -> T, expiry: SnapshotExpiry? = nil) throws(LedgerError) -> T {
         try read("read") { tables in
-            let scope = SnapshotScope()
-            defer { scope.close() }
             do {
-                let value = try body(LedgerSnapshot(tables: tables, access: access, scope: scope))
-                return (value, scope.refreshAt)
+                return try body(LedgerSnapshot(tables: tables, access: access, expiry: expiry))
             } catch let error as LedgerError {
                 throw error
             } catch {

@@ -43,20 +43,19 @@ public struct ProjectionContents<P: LedgerProjection>: Sendable, Equatable {
 /// }
 /// ```
 public struct ProjectionSnapshot<P: LedgerProjection> {
-    private let snapshot: LedgerSnapshot
     private let reader: AppProjectionReader
-    private let meta: AppProjectionMeta
+    /// How many rows the projection holds (its record's count, with the replayed events').
+    private let rowCount: Int
     private let head: UInt64
 
     /// The row under `key` (nil: none).
     public func row(_ key: String) throws(LedgerError) -> P.Row? {
-        try snapshot.run("read projection") { try reader.row(P.self, key) }
+        try reader.row(P.self, key)
     }
 
     /// Up to `limit` rows in the projection's order (``LedgerProjection/order(of:key:)``),
     /// starting at the first at or after `start`.
     public func rows(from start: ProjectionOrder? = nil, limit: Int = .max) throws(LedgerError) -> [ProjectionRow<P>] {
-        try snapshot.scope.check()
         var rows: [ProjectionRow<P>] = []
         guard limit > 0 else { return rows }
         var failure: LedgerError?
@@ -81,7 +80,7 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
 
     /// The document (``LedgerProjection/initialDocument`` until an event sets it).
     public func document() throws(LedgerError) -> P.Document {
-        try snapshot.run("read projection") { try reader.document(P.self) ?? P.initialDocument }
+        try reader.document(P.self) ?? P.initialDocument
     }
 
     /// The document and the first `limit` rows: what a widget shows at launch.
@@ -91,7 +90,7 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
     /// print(state.document.open, state.rows.map(\.row.title))
     /// ```
     public func contents(limit: Int = .max) throws(LedgerError) -> ProjectionContents<P> {
-        ProjectionContents(document: try document(), rows: try rows(limit: limit), rowCount: meta.rows, head: head)
+        ProjectionContents(document: try document(), rows: try rows(limit: limit), rowCount: rowCount, head: head)
     }
 
     /// `P`'s state in `snapshot`: the stored state, with the events appended since by processes
@@ -104,7 +103,7 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
         }
         let tables = snapshot.tables
         let cache = access.log.projections.cache
-        (reader, meta, head) = try snapshot.run("read projection") {
+        (reader, rowCount, head) = try snapshot.run("read projection") {
             guard let metaBytes = try tables.projections.get(.apps, AppProjectionKeys.meta(P.name)) else {
                 throw LedgerError.projectionUnavailable(name: P.name, reason: "it has not been built yet: open the ledger writable once with it registered")
             }
@@ -122,7 +121,7 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
             }
             let head = try tables.head()
             if meta.appliedThrough == head {
-                return (AppProjectionReader(store: tables.projections, name: P.name, path: path, cache: cache), meta, head)
+                return (AppProjectionReader(store: tables.projections, name: P.name, path: path, cache: cache), meta.rows, head)
             }
             // Events appended by processes without this version: applied here, in memory.
             let overlay = OverlayStore(base: tables.projections)
@@ -140,9 +139,8 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
                 }
                 after = last.sequence
             }
-            return (AppProjectionReader(store: overlay, name: P.name, path: path), meta, head)
+            return (AppProjectionReader(store: overlay, name: P.name, path: path), meta.rows, head)
         }
-        self.snapshot = snapshot
     }
 }
 

@@ -65,8 +65,10 @@ public struct LedgerObservation<Value: Sendable>: Sendable {
                         do throws(LedgerError) {
                             // The head is read in the value's snapshot: a commit after it is seen
                             // by the wait below at once, never lost.
-                            let ((seen, current), refresh) = try await access.offPool { () throws(LedgerError) in
-                                try access.readSnapshot { snapshot in (try snapshot.head(), try value(snapshot)) }
+                            let (seen, current, refresh) = try await access.offPool { () throws(LedgerError) in
+                                let expiry = SnapshotExpiry()
+                                let (seen, current) = try access.readSnapshot({ snapshot in (try snapshot.head(), try value(snapshot)) }, expiry: expiry)
+                                return (seen, current, expiry.moment)
                             }
                             head = seen
                             refreshAt = refresh

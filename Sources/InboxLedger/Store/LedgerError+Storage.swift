@@ -42,6 +42,10 @@ extension LedgerError {
         case .filesNotShared:
             return .filesNotShared(path: path, reason: FileSharing.refusal(directory: path) ?? "data.mdb or lock.mdb was linked, replaced or deleted while in use")
         case .invalid, .versionMismatch: return .notALedger(path: path, reason: lmdb.message)
+        case .badTransaction:
+            // The LMDB layer's refusal of a transaction whose closure returned: a snapshot kept
+            // past its read (``Ledger/read(_:)-(_)``).
+            return .invalidArgument(name: "snapshot", reason: "its read transaction has ended (\(operation)): take values out of the read's closure, never the snapshot")
         default: return .storage(path: path, operation: operation, code: lmdb.rawValue, message: lmdb.message)
         }
     }
