@@ -152,64 +152,6 @@ struct Serve: AsyncParsableCommand {
     }
 }
 
-/// What `serve` runs with (its options, resolved).
-struct ServerSettings: Sendable {
-    var host = "127.0.0.1"
-    var port = 8080
-    var database: DatabaseURL
-    var maxBodyBytes = SyncWire.Limits.defaultMaxBodyBytes
-    var connections = 8
-    var databaseWait: Duration = .seconds(60)
-    var idleTimeout: Duration = .seconds(15)
-    var longPollsPerUser = 16
-    var ledgersPerUser = 100
-    /// How tokens are verified (docs/sync.md, "Configuration").
-    var identity: IdentityConfiguration
-}
-
-/// The server, composed: loads the token verification keys (a JWKS URL is fetched), waits for PostgreSQL ("waiting for PostgreSQL at HOST:PORT"), checks
-/// and applies the schema migrations on a connection of its own, then builds the application —
-/// the pool, the feed notifier and database probe, the routes with their error answers, and
-/// connections that close when idle (which bounds how long a request's headers may take).
-func buildApplication(_ settings: ServerSettings, logger: Logger) async throws -> some ApplicationProtocol {
-    let verifier = try await IdentityVerifier(configuration: settings.identity, logger: logger)
-    logger.notice("database \(settings.database.description); \(verifier.summary)")
-    var config = try settings.database.clientConfiguration()
-    config.options.maximumConnections = settings.connections
-    var single = try settings.database.connectionConfiguration()
-    single.options.connectTimeout = .seconds(5)
-    let client = PostgresClient(configuration: config, backgroundLogger: logger)
-    let database = Database(client: client, address: "\(settings.database.host):\(settings.database.port)", connection: single, logger: logger)
-
-    let setup = try await database.connectAtStartup(patience: settings.databaseWait)
-    do {
-        try await Migrations.run(on: setup, logger: logger)
-    } catch {
-        try? await setup.close()  // the error that matters is the migration's
-        throw error
-    }
-    try await setup.close()
-
-    let notifier = FeedNotifier(database: database)
-    let api = API(store: Store(database: database, ledgersPerUser: settings.ledgersPerUser), notifier: notifier,
-                  maxBodyBytes: settings.maxBodyBytes, longPollsPerUser: settings.longPollsPerUser)
-    let router = Router(context: LedgerRequestContext.self)
-    api.routes(router, authenticator: TokenAuthenticator(verifier: verifier))
-    let host = settings.host
-    let idle = TimeAmount.nanoseconds(Int64(settings.idleTimeout.components.seconds) * 1_000_000_000)
-    return Application(
-        router: router,
-        server: .http1(configuration: .init(additionalChannelHandlers: [ClientDisconnect()], idleTimeout: idle)),
-        configuration: .init(address: .hostname(host, port: settings.port), serverName: "ledger-server"),
-        services: [client, notifier],
-        onServerRunning: { channel in
-            let bound = channel.localAddress?.port ?? 0
-            // The line scripts and tests wait for; written unbuffered.
-            FileHandle.standardOutput.write(Data("ledger-server listening on \(host):\(bound)\n".utf8))
-        },
-        logger: logger)
-}
-
 struct Token: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Mint a development token for a user (prints it); a server with the same secret accepts it.",

@@ -93,7 +93,7 @@ final class Database: Sendable {
     }
 
     /// The error a request answers for a database failure: our own refusals (raised by
-    /// `ledger_up`), a value PostgreSQL refused (400), the database unreachable (503); nil for
+    /// `ledger_up_v3` and its predecessors), a value PostgreSQL refused (400), the database unreachable (503); nil for
     /// anything else (a bug: 500).
     func apiError(for error: any Error) -> APIError? {
         switch error {

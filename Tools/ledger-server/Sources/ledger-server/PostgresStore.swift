@@ -1,0 +1,155 @@
+import Foundation
+import InboxLedgerSync
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+
+/// The server's store: PostgreSQL (the schema of ``Migrations``), shared by any number of server
+/// processes. Every request is one transaction, on a connection that ``Database`` leases (503
+/// when the database is down); long polls are woken across processes by ``FeedNotifier``
+/// (`LISTEN`/`NOTIFY ledger_feed`).
+struct PostgresStore: SyncStore {
+    /// The pool, its health and the error mapping.
+    let database: Database
+    /// Wakes this process's long polls, and the other processes' by `NOTIFY`.
+    let notifier: FeedNotifier
+    /// The server's logger.
+    var logger: Logger { database.logger }
+
+    /// A store on `database`, whose notifier wakes `longPolls`.
+    init(database: Database, longPolls: LongPolls = LongPolls()) {
+        self.database = database
+        self.notifier = FeedNotifier(database: database, longPolls: longPolls)
+    }
+
+    /// What the application runs beside the HTTP server: the pool and the notifier.
+    var services: [any Service] { [database.client, notifier] }
+
+    /// The notifier's long polls.
+    var longPolls: LongPolls { notifier.longPolls }
+
+    /// Down while the probe (``FeedNotifier``) or a request saw the database fail.
+    func health() -> StoreHealth {
+        switch database.health.withLock({ $0 }) {
+        case .up: .up
+        case .down(let reason): .down("unreachable at \(database.address): \(reason)")
+        }
+    }
+
+    /// Wakes this process's long polls of `user` at once and `NOTIFY`s the others (coalesced).
+    func announce(_ user: String) { notifier.announce(user) }
+
+    /// ``Database/apiError(for:)``: the function's refusals by SQLSTATE, 400 for a value
+    /// PostgreSQL refused, 503 when it is unreachable.
+    func apiError(for error: any Error) -> APIError? { database.apiError(for: error) }
+
+    /// `POST /v1/up` (docs/sync.md): the dedup record, the declared losses and the effect in one
+    /// statement, `SELECT ledger_up_v3($batch)` (migration 5), its own transaction. The batch
+    /// carries every event with its feed entries; the function writes those of the new events
+    /// (above `acked`, or reusing a sequence with another event).
+    func up(_ batch: UpBatch) async throws -> UpOutcome {
+        let call: PostgresQuery = try "SELECT ledger_up_v3(\(batch))"
+        let logger = self.logger
+        return try await database.withConnection { c in
+            var outcome: UpOutcome?
+            for try await answer in try await c.query(call, logger: logger).decode(UpOutcome.self) { outcome = answer }
+            guard let outcome else { throw APIError(.internal, "ledger_up_v3 answered no row") }
+            return outcome
+        }
+    }
+
+    /// `POST /v1/publish`: one delta listing, each message with the server's read flag, through
+    /// the same `ledger_feed_append` as a device batch's effects.
+    func publish(user: String, request: SyncWire.PublishRequest) async throws -> SyncWire.PublishResponse {
+        let logger = self.logger
+        return try await database.withConnection { c in
+            try await c.query("BEGIN", logger: logger)
+            do {
+                let answer = try await Self.publish(user: user, request: request, on: c, logger: logger)
+                try await c.query("COMMIT", logger: logger)
+                return answer
+            } catch {
+                _ = try? await c.query("ROLLBACK", logger: logger)  // the error that matters is `error`
+                throw error
+            }
+        }
+    }
+
+    /// The publish's statements on `c`, inside the caller's transaction.
+    private static func publish(user: String, request: SyncWire.PublishRequest, on c: PostgresConnection, logger: Logger) async throws -> SyncWire.PublishResponse {
+        // Lock the feed first so a read applied concurrently is either in the flags or after the listing.
+        try await c.query("INSERT INTO users (user_id) VALUES (\(user)) ON CONFLICT (user_id) DO UPDATE SET feed_head = users.feed_head", logger: logger)
+        let ids = request.messages.map(\.id)
+        var flags: [String: Bool] = [:]
+        var removedHere = Set<String>()
+        for try await (id, read, removed) in try await c.query(
+            "SELECT message_id, read, removed FROM messages WHERE user_id = \(user) AND message_id = ANY(\(ids)::text[])",
+            logger: logger).decode((String, Bool?, Bool).self) {
+            if let read { flags[id] = read }
+            if removed { removedHere.insert(id) }
+        }
+        // Removed messages stay removed; the server's flags fill those without one (PublishListing).
+        let listing = try PublishListing(request, flags: flags, removedHere: removedHere)
+        let feedTypes = [PublishListing.type], feedPayloads = [listing.payload], removedIDs = listing.removed
+        let listingIDs = listing.listingIDs, listings = listing.listings
+        let noIDs: [String] = [], noFlags: [Bool] = []
+        try await c.query("""
+            SELECT ledger_feed_append(\(user), NULL, \(feedTypes)::text[], \(feedPayloads)::text[], \(noIDs)::text[], \(noFlags)::bool[],
+                \(removedIDs)::text[], \(listingIDs)::text[], \(listings)::text[])
+            """, logger: logger)
+        var head: Int64 = 0
+        for try await h in try await c.query("SELECT feed_head FROM users WHERE user_id = \(user)", logger: logger).decode(Int64.self) { head = h }
+        return SyncWire.PublishResponse(seq: UInt64(head))
+    }
+
+    /// `GET /v1/down`: the feed after `after`.
+    func feed(user: String, after: UInt64, limit: Int) async throws -> SyncWire.DownResponse {
+        let logger = self.logger
+        return try await database.withConnection { c in
+            var changes: [SyncWire.Change] = []
+            for try await (seq, type, payload) in try await c.query(
+                "SELECT seq, type, payload FROM feed WHERE user_id = \(user) AND seq > \(Int64(after)) ORDER BY seq LIMIT \(limit)",
+                logger: logger).decode((Int64, String, String).self) {
+                changes.append(SyncWire.Change(seq: UInt64(seq), type: type, payload: payload))
+            }
+            var head: Int64 = 0
+            for try await h in try await c.query("SELECT feed_head FROM users WHERE user_id = \(user)", logger: logger).decode(Int64.self) { head = h }
+            return SyncWire.DownResponse(user: user, head: UInt64(max(head, Int64(changes.last?.seq ?? 0))), changes: changes)
+        }
+    }
+
+    /// `GET /v1/state`: a page of at most `limit` messages after `after` (byte order: `COLLATE "C"`),
+    /// the ledgers, the counts.
+    func state(user: String, after: String?, limit: Int) async throws -> SyncWire.ServerState {
+        let logger = self.logger
+        return try await database.withConnection { c in
+            var messages: [SyncWire.ServerState.Message] = []
+            let from = after ?? ""
+            // One more than the page: whether another page follows.
+            for try await (id, read, removed) in try await c.query(
+                "SELECT message_id, read, removed FROM messages WHERE user_id = \(user) AND message_id COLLATE \"C\" > \(from) ORDER BY message_id COLLATE \"C\" LIMIT \(limit + 1)", logger: logger)
+                .decode((String, Bool?, Bool).self) {
+                messages.append(.init(id: id, read: read, removed: removed))
+            }
+            var nextAfter: String?
+            if messages.count > limit {
+                messages.removeLast()
+                nextAfter = messages.last?.id
+            }
+            var ledgers: [SyncWire.ServerState.LedgerState] = []
+            for try await (id, acked, lost, reused) in try await c.query(
+                "SELECT ledger_id, acked, lost, reused FROM ledgers WHERE user_id = \(user) ORDER BY ledger_id", logger: logger)
+                .decode((String, Int64, Int64, Int64).self) {
+                ledgers.append(.init(ledger: id, acked: UInt64(acked), lost: UInt64(lost), reused: UInt64(reused)))
+            }
+            var head: Int64 = 0, count = 0
+            for try await h in try await c.query("SELECT feed_head FROM users WHERE user_id = \(user)", logger: logger).decode(Int64.self) { head = h }
+            for try await n in try await c.query("SELECT (SELECT count(*) FROM device_events WHERE user_id = \(user)) + (SELECT count(*) FROM device_events_replaced WHERE user_id = \(user))", logger: logger).decode(Int64.self) { count = Int(n) }
+            return SyncWire.ServerState(user: user, head: UInt64(head), messages: messages, nextAfter: nextAfter, ledgers: ledgers, deviceEvents: count)
+        }
+    }
+}
+
+extension UpBatch: PostgresEncodable {}  // jsonb: postgres-nio encodes an Encodable value with JSONEncoder
+
+extension UpOutcome: PostgresDecodable {}  // from the function's jsonb answer, with JSONDecoder

@@ -1,0 +1,242 @@
+import Foundation
+import InboxLedger
+import InboxLedgerSync
+
+/// What the routes need from the server's state (docs/sync.md): an up batch applied
+/// atomically, a page of a user's feed, a publish, the state a user can inspect, the health
+/// `/healthz` reports, and the wake-ups of long polls. ``buildRouter(_:authenticator:limits:logger:)``
+/// takes any store; ``PostgresStore`` is the server's, ``MemoryStore`` the router tests'.
+///
+/// Every method is **all or nothing**: a method that throws has written nothing. The routes
+/// validate requests before they call a store; a store refuses only what needs its state
+/// (another user's ledger, a gap, a per-user bound), with the ``APIError`` the protocol answers
+/// or an error ``apiError(for:)`` maps to one.
+protocol SyncStore: Sendable {
+    /// This process's long polls, which the store wakes when a user's feed moves
+    /// (``announce(_:)``, and for a store shared by several processes, their writes too).
+    var longPolls: LongPolls { get }
+
+    /// Whether requests can be served now, and if not, why (`/healthz`).
+    func health() -> StoreHealth
+
+    /// `POST /v1/up`: applies `batch` as `ledger_up_v3` does (migration 5), in one transaction:
+    /// the ledger bound to its user (`403` for another's, `429` beyond `maxLedgers` new ledgers,
+    /// `409` when `after` is above what is held), the declared losses, the events not held with
+    /// the same content, and the feed entries and message state of those events.
+    func up(_ batch: UpBatch) async throws -> UpOutcome
+
+    /// `GET /v1/down`: at most `limit` feed entries of `user` after `after`, in order, and the head.
+    func feed(user: String, after: UInt64, limit: Int) async throws -> SyncWire.DownResponse
+
+    /// `POST /v1/publish`: one delta listing appended to `user`'s feed (``PublishListing``), in
+    /// one transaction with the message state it sets.
+    func publish(user: String, request: SyncWire.PublishRequest) async throws -> SyncWire.PublishResponse
+
+    /// `GET /v1/state`: a page of at most `limit` of `user`'s messages after `after` (byte
+    /// order), the user's ledgers, the feed head and the device events held.
+    func state(user: String, after: String?, limit: Int) async throws -> SyncWire.ServerState
+
+    /// Called after a write that moved `user`'s feed has committed: wakes the long polls
+    /// waiting for it (``longPolls``, and other processes' where the store is shared).
+    func announce(_ user: String)
+
+    /// The protocol answer for an error one of the methods threw, or nil for an error that is
+    /// a bug (the routes answer `500 internal` and log it).
+    func apiError(for error: any Error) -> APIError?
+}
+
+/// Whether a ``SyncStore`` can serve requests (`/healthz`).
+enum StoreHealth: Sendable, Equatable {
+    /// Requests can be served.
+    case up
+    /// Requests answer `503` until it comes back: why, in words (`unreachable at HOST:PORT: …`).
+    case down(String)
+}
+
+/// The typed argument of `ledger_up_v3(p_batch jsonb)` (migration 5): one `POST /v1/up`
+/// after validation, with each event's effect on the user's feed worked out by the server.
+/// ``PostgresStore`` sends it as one `jsonb` parameter (encoded by `JSONEncoder`, never by
+/// string concatenation); ``MemoryStore`` applies the same value by the same rules.
+///
+/// The shape is versioned (``version``) so that it can grow without another SQL function: a
+/// later release adds fields — a new kind of effect beside ``Event/reads`` and
+/// ``Event/removed``, a flag asking for per-event outcomes — and replaces the function's body
+/// in a new migration (`CREATE OR REPLACE`, same signature), which keeps accepting version 1.
+struct UpBatch: Codable, Sendable, Equatable {
+    /// The batch shape this server sends (and `ledger_up_v3` of migration 5 accepts).
+    static let currentVersion = 1
+
+    /// The shape's version: ``currentVersion``.
+    var version = UpBatch.currentVersion
+    /// The token's user.
+    var user: String
+    /// The device ledger's id.
+    var ledger: String
+    /// Ledgers `user` may have: creating one more is `429 too_many` (`--ledgers-per-user`).
+    var maxLedgers: Int64
+    /// The relay cursor the batch was read after: above what is held is `409 gap`.
+    var after: Int64
+    /// The last sequence the batch covers: the ledger is acknowledged through it.
+    var through: Int64
+    /// Sequences `after+1 … lostThrough` the device lost before sending them, if it declared any.
+    var lostThrough: Int64?
+    /// The events, in sequence order.
+    var events: [Event]
+
+    /// One shared event of the device's ledger, as the server keeps it (`device_events`), and
+    /// its effects when it is new. Encoded compactly (the function parses every byte): no
+    /// `key` without one, `base64` only when true, no empty array.
+    struct Event: Codable, Sendable, Equatable {
+        /// Its sequence in the device's ledger.
+        var seq: Int64
+        /// Its type name (any shared type: built-in or the app's).
+        var type: String
+        /// Its idempotency key, if it had one.
+        var key: String?
+        /// Commit time, microseconds since the epoch.
+        var time: Int64
+        /// The payload as stored: UTF-8 text, or base64 when ``base64`` (bytes that are not
+        /// UTF-8 or hold U+0000) — one form per payload, so equal events compare equal.
+        var payload: String
+        /// Whether ``payload`` is base64.
+        var base64 = false
+        /// The entries it appends to the user's feed (none for most types).
+        var feed: [FeedEntry] = []
+        /// Read flags it sets, in order (the last flag of a message wins).
+        var reads: [Read] = []
+        /// Message ids it marks removed.
+        var removed: [String] = []
+
+        /// The feed entries with the event's own type and payload where they are left out.
+        var feedEntries: [(type: String, payload: String)] {
+            feed.map { ($0.type ?? type, $0.payload ?? payload) }
+        }
+
+        /// An event and its effects.
+        init(seq: Int64, type: String, key: String?, time: Int64, payload: String, base64: Bool,
+             feed: [FeedEntry] = [], reads: [Read] = [], removed: [String] = []) {
+            self.seq = seq
+            self.type = type
+            self.key = key
+            self.time = time
+            self.payload = payload
+            self.base64 = base64
+            self.feed = feed
+            self.reads = reads
+            self.removed = removed
+        }
+
+        enum CodingKeys: String, CodingKey { case seq, type, key, time, payload, base64, feed, reads, removed }
+
+        /// Decodes the compact form: absent fields are their defaults.
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            seq = try c.decode(Int64.self, forKey: .seq)
+            type = try c.decode(String.self, forKey: .type)
+            key = try c.decodeIfPresent(String.self, forKey: .key)
+            time = try c.decode(Int64.self, forKey: .time)
+            payload = try c.decode(String.self, forKey: .payload)
+            base64 = try c.decodeIfPresent(Bool.self, forKey: .base64) ?? false
+            feed = try c.decodeIfPresent([FeedEntry].self, forKey: .feed) ?? []
+            reads = try c.decodeIfPresent([Read].self, forKey: .reads) ?? []
+            removed = try c.decodeIfPresent([String].self, forKey: .removed) ?? []
+        }
+
+        /// Encodes the compact form: defaults left out.
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(seq, forKey: .seq)
+            try c.encode(type, forKey: .type)
+            try c.encodeIfPresent(key, forKey: .key)
+            try c.encode(time, forKey: .time)
+            try c.encode(payload, forKey: .payload)
+            if base64 { try c.encode(true, forKey: .base64) }
+            if !feed.isEmpty { try c.encode(feed, forKey: .feed) }
+            if !reads.isEmpty { try c.encode(reads, forKey: .reads) }
+            if !removed.isEmpty { try c.encode(removed, forKey: .removed) }
+        }
+    }
+
+    /// One entry an event appends to the user's feed (docs/sync.md, "Up"): the event itself
+    /// (`{}`, the common case: `message.read`, `message.removed`), or another event it implies
+    /// (a widget's mark-read action appends a `message.read`).
+    struct FeedEntry: Codable, Sendable, Equatable {
+        /// The entry's type; nil: the event's own.
+        var type: String?
+        /// The entry's payload, UTF-8 JSON; nil: the event's own (a text payload).
+        var payload: String?
+
+        /// The event itself.
+        static let event = FeedEntry()
+    }
+
+    /// A read flag an event sets.
+    struct Read: Codable, Sendable, Equatable {
+        /// The message id.
+        var id: String
+        /// The flag.
+        var read: Bool
+    }
+
+    /// The batch of `request`, validated into `events`, for `user`.
+    init(user: String, request: SyncWire.UpRequest, events: [Event], maxLedgers: Int) {
+        self.user = user
+        self.ledger = request.ledger
+        self.maxLedgers = Int64(maxLedgers)
+        self.after = Int64(request.after)
+        self.through = Int64(request.through)
+        self.lostThrough = request.lostThrough.map { Int64($0) }
+        self.events = events
+    }
+}
+
+/// What `ledger_up_v3` answers (a `jsonb` object, so fields can be added — per-event outcomes —
+/// without another function).
+struct UpOutcome: Codable, Sendable, Equatable {
+    /// The highest contiguous sequence now held for the ledger.
+    var acked: Int64
+    /// Events of the batch written now (new, or reusing a sequence with other content).
+    var applied: Int64
+    /// Feed entries appended (the long polls to wake).
+    var changes: Int64
+    /// Of the applied events, those at sequences already acknowledged.
+    var reused: Int64
+    /// Declared lost sequences recorded now (not held before).
+    var lost: Int64
+}
+
+/// What a publish appends: one delta `inbox.synced` listing and the message state it sets,
+/// given what the server holds for the listed ids. A message the server holds as removed (a
+/// device removed it, or the backend did) stays removed: it goes out in `removed`, which settles
+/// every device's removal, and never as a row that only the devices that did not remove it
+/// would show. A message without a read flag gets the server's.
+struct PublishListing: Sendable, Equatable {
+    /// The feed entry's payload (`inbox.synced`, validated by the ledger's own decoder).
+    var payload: String
+    /// The ids of the listed messages, in order.
+    var listingIDs: [String]
+    /// Each listed message as JSON (the `messages.listing` column).
+    var listings: [String]
+    /// The ids the listing removes.
+    var removed: [String]
+
+    /// The feed entry's type.
+    static let type = BuiltInEventType.inboxSynced.rawValue
+
+    /// The listing of `request`, where `flags` are the server's read flags and `removedHere`
+    /// the ids it holds as removed, of the messages the request lists.
+    init(_ request: SyncWire.PublishRequest, flags: [String: Bool], removedHere: Set<String>) throws {
+        let ids = request.messages.map(\.id)
+        var messages = request.messages.filter { !removedHere.contains($0.id) }
+        for i in messages.indices where messages[i].read == nil { messages[i].read = flags[messages[i].id] }
+        var removedIDs = request.removed ?? []
+        removedIDs += ids.filter { removedHere.contains($0) && !removedIDs.contains($0) }
+        let bytes = try DomainEvent.inboxSynced(InboxSync(mode: .delta, messages: messages, removed: removedIDs)).newEvent().payload
+        _ = try DomainEvent.decode(type: Self.type, payload: bytes)
+        payload = String(decoding: bytes, as: UTF8.self)
+        listingIDs = messages.map(\.id)
+        let encoder = JSONEncoder()
+        listings = try messages.map { String(decoding: try encoder.encode($0), as: UTF8.self) }
+        removed = removedIDs
+    }
+}

@@ -1,0 +1,37 @@
+import Foundation
+import InboxLedger
+import InboxLedgerSync
+import Logging
+import Testing
+@testable import ledger_server
+
+/// The argument of `ledger_up_v3` as the routes build it from a request: the compact JSON the
+/// SQL function reads (Migrations.swift, migration 5), field for field.
+@Suite struct UpBatchTests {
+    @Test func aValidatedRequestIsTheCompactBatchTheFunctionReads() throws {
+        let note = SyncWire.UpEvent(Event(sequence: 4, timestampMicros: 4, origin: Origin(role: "t"), type: "com.example.note", key: "n-4",
+                                          payload: [0xfe, 0x00]))
+        let request = SyncWire.UpRequest(ledger: "p1", after: 0, through: 5, events: [
+            try read(1, "m1"), try wire(2, .messageRemoved(MessageRemoval(ids: ["m2", "m3"]))),
+            try wire(3, .widgetAction(WidgetAction(actionID: "a3", kind: .markRead, target: "m4"))), note,
+        ], lostThrough: nil)
+        let api = API(store: MemoryStore(), limits: RequestLimits(), logger: Logger(label: "batch"))
+        let batch = UpBatch(user: "ann", request: request, events: try api.validate(request), maxLedgers: 100)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let json = String(decoding: try encoder.encode(batch), as: UTF8.self)
+        let expected = #"""
+            {"after":0,"events":[\#
+            {"feed":[{}],"payload":"{\"ids\":[\"m1\"],\"read\":true}","reads":[{"id":"m1","read":true}],"seq":1,"time":1,"type":"message.read"},\#
+            {"feed":[{}],"payload":"{\"ids\":[\"m2\",\"m3\"]}","removed":["m2","m3"],"seq":2,"time":2,"type":"message.removed"},\#
+            {"feed":[{"payload":"{\"ids\":[\"m4\"],\"read\":true}","type":"message.read"}],\#
+            "payload":"{\"actionID\":\"a3\",\"kind\":\"markRead\",\"target\":\"m4\"}","reads":[{"id":"m4","read":true}],"seq":3,"time":3,"type":"widget.action"},\#
+            {"base64":true,"key":"n-4","payload":"/gA=","seq":4,"time":4,"type":"com.example.note"}],\#
+            "ledger":"p1","maxLedgers":100,"through":5,"user":"ann","version":1}
+            """#
+        #expect(json == expected)
+        #expect(try JSONDecoder().decode(UpBatch.self, from: Data(json.utf8)) == batch)
+        #expect(batch.events.map { $0.feedEntries.map(\.type) } == [["message.read"], ["message.removed"], ["message.read"], []])
+        #expect(batch.events[0].feedEntries.first?.payload == batch.events[0].payload)
+    }
+}
