@@ -150,6 +150,4 @@ struct PostgresStore: SyncStore {
     }
 }
 
-extension UpBatch: PostgresEncodable {}  // jsonb: postgres-nio encodes an Encodable value with JSONEncoder
-
 extension UpOutcome: PostgresDecodable {}  // from the function's jsonb answer, with JSONDecoder

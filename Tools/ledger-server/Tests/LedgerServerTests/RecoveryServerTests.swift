@@ -19,7 +19,7 @@ import Testing
             let token = try await h.token("dora")
             let device = try deviceLedger(h, "D")
             let sync = try client(device.ledger, device.state, url, token)
-            for i in 0..<3 { try await device.ledger.append(NewEvent(type: "com.example.note", payload: Array(#"{"n":\#(i)}"#.utf8))) }
+            for i in 0..<3 { try device.ledger.append(NewEvent(type: "com.example.note", payload: Array(#"{"n":\#(i)}"#.utf8))) }
             _ = try await sync.syncOnce()
             for i in 3..<33 { try await device.ledger.append(.messageRead(ReadChange(ids: ["m\(i)"], read: true))) }
             var policy = CompactionPolicy()
@@ -88,7 +88,7 @@ import Testing
             _ = try await client(c.ledger, c.state, url, token).syncOnce()
             for device in [a, b, c] {
                 #expect(Set(try await device.ledger.read({ try $0.widgetList(limit: 10) }).items.map(\.id)) == ["m1", "m2-restored"])
-                #expect(try device.ledger.read({ try $0.localChanges() }).isEmpty)
+                #expect(try await device.ledger.read({ try $0.localChanges() }).isEmpty)
             }
             #expect(try await serverState(url, token: token).messages.first { $0.id == "m2" }?.removed == true)
         }

@@ -2,6 +2,7 @@ import Foundation
 import InboxLedger
 import InboxLedgerSync
 import Logging
+import NIOCore
 import Testing
 @testable import ledger_server
 
@@ -33,5 +34,30 @@ import Testing
         #expect(try JSONDecoder().decode(UpBatch.self, from: Data(json.utf8)) == batch)
         #expect(batch.events.map { $0.feedEntries.map(\.type) } == [["message.read"], ["message.removed"], ["message.read"], []])
         #expect(batch.events[0].feedEntries.first?.payload == batch.events[0].payload)
+    }
+
+    /// The hand-written writer PostgresStore sends (UpBatch+JSON.swift) gives the document
+    /// `JSONEncoder` gives, for every optional field and every kind of string: quotes,
+    /// backslashes, every control character, U+2028, astral scalars, slashes.
+    @Test func theHandWrittenJSONIsTheEncodersDocument() throws {
+        let nasty = "q\"b\\s/" + String((0..<0x20).map { Character(Unicode.Scalar(UInt8($0))) }) + "\u{2028}é😀"
+        var batches = [UpBatch(user: "ann", request: SyncWire.UpRequest(ledger: "p1", after: 3, through: 9, events: [], lostThrough: 7),
+                               events: [], maxLedgers: 100)]
+        batches.append(UpBatch(user: nasty, request: SyncWire.UpRequest(ledger: nasty, after: 0, through: 2, events: [], lostThrough: nil), events: [
+            UpBatch.Event(seq: 1, type: nasty, key: nasty, time: -1, payload: nasty, base64: false,
+                          feed: [.event, UpBatch.FeedEntry(type: nasty, payload: nil), UpBatch.FeedEntry(type: nil, payload: nasty),
+                                 UpBatch.FeedEntry(type: "t", payload: "p")],
+                          reads: [UpBatch.Read(id: nasty, read: true), UpBatch.Read(id: "x", read: false)], removed: [nasty, ""]),
+            UpBatch.Event(seq: Int64.max, type: "t", key: nil, time: Int64.min, payload: "/gA=", base64: true),
+        ], maxLedgers: Int.max))
+        for batch in batches {
+            var buffer = ByteBuffer()
+            batch.writeJSON(into: &buffer)
+            let written = Data(buffer.readableBytesView)
+            #expect(try JSONDecoder().decode(UpBatch.self, from: written) == batch)
+            let fromEncoder = try JSONSerialization.jsonObject(with: JSONEncoder().encode(batch)) as? NSDictionary
+            let fromWriter = try JSONSerialization.jsonObject(with: written) as? NSDictionary
+            #expect(fromWriter != nil && fromWriter == fromEncoder)
+        }
     }
 }
