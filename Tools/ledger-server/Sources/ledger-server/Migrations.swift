@@ -233,7 +233,7 @@ enum Migrations {
         ]),
         // `POST /v1/up` with ONE typed argument instead of twenty positional arrays:
         // `ledger_up_v3(p_batch jsonb) RETURNS jsonb`. The batch is the server's `UpBatch`
-        // (SyncStore.swift), encoded by JSONEncoder and sent as one jsonb parameter:
+        // (SyncStore.swift), written as compact JSON (UpBatch+JSON.swift) and sent as one jsonb parameter:
         //   {"version": 1, "user", "ledger", "maxLedgers", "after", "through", "lostThrough"?,
         //    "events": [{"seq", "type", "key"?, "time", "payload", "base64"?,
         //                "feed"?: [{"type"?, "payload"?}], "reads"?: [{"id", "read"}], "removed"?: [id]}]}

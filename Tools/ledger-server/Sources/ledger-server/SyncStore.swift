@@ -55,8 +55,9 @@ enum StoreHealth: Sendable, Equatable {
 
 /// The typed argument of `ledger_up_v3(p_batch jsonb)` (migration 5): one `POST /v1/up`
 /// after validation, with each event's effect on the user's feed worked out by the server.
-/// ``PostgresStore`` sends it as one `jsonb` parameter (encoded by `JSONEncoder`, never by
-/// string concatenation); ``MemoryStore`` applies the same value by the same rules.
+/// ``PostgresStore`` sends it as one `jsonb` parameter (written by ``writeJSON(into:)``, the
+/// document its `Encodable` conformance gives); ``MemoryStore`` applies the same value by the
+/// same rules.
 ///
 /// The shape is versioned (``version``) so that it can grow without another SQL function: a
 /// later release adds fields — a new kind of effect beside ``Event/reads`` and
