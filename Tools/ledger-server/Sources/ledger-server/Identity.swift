@@ -107,6 +107,7 @@ struct ProviderClaims: JWTPayload {
             }
         }
         if let scope = values["scope"] { scopes += scope.split(separator: " ").map(String.init) }
+        // `scp` is a list of scopes at some providers, a space-separated string at others.
         if let scp = try? container.decode([String].self, forKey: Key("scp")) {
             scopes += scp
         } else if let scp = values["scp"] {

@@ -47,6 +47,7 @@ struct TokenSigner: Sendable {
         guard let signature = Self.unbase64url(parts[2]) else { throw .malformed("the signature is not base64url") }
         let body = Data("v1.\(parts[1])".utf8)
         guard HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: body, using: key) else { throw .badSignature }
+        // Claims that do not decode are a malformed token, whatever the decoder's reason.
         guard let json = Self.unbase64url(parts[1]), let claims = try? JSONDecoder().decode(Claims.self, from: json) else {
             throw .malformed("the claims are not {sub, scope, exp}")
         }
