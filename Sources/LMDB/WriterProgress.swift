@@ -8,7 +8,8 @@ import Darwin
 /// stopped (docs/operations.md, "Slow is not stopped"): a writer gives up with
 /// ``LMDBError/writeLockTimeout`` only when nothing moved for the whole write timeout.
 ///
-/// Two signals, compared between two looks one timeout apart:
+/// Two signals, compared between consecutive looks (``WriterWait``: every quarter of the
+/// timeout, at most 250 ms apart):
 /// - **commits**: the last committed transaction of the file (any process) — writers that keep
 ///   committing are making progress however long a waiter has been queued behind them;
 /// - **the holder itself** (Linux): its CPU time (`/proc/PID/stat`, every thread) advanced, or
@@ -43,7 +44,7 @@ struct WriterProgress: Equatable {
         self.holderRunning = activity?.running ?? false
     }
 
-    /// What a waiter concludes from this look, compared with the one a timeout earlier.
+    /// What a waiter concludes from this look, compared with the previous one.
     enum Verdict: Equatable {
         /// Transactions committed, or the lock changed hands: the writers are moving.
         case committing
