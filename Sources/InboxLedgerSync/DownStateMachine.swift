@@ -65,6 +65,10 @@ package struct DownStateMachine: DirectionStateMachine {
         /// After a failure, backing off or refreshing the token (the sub-machine says which);
         /// then the fetch after `after` again.
         case recovering(after: UInt64, FailureStateMachine)
+        /// An answer said the feed's head is beyond `after` but held no entry after it (a
+        /// server that read its head and its entries apart, while a batch committed between):
+        /// a short pause, then the fetch again. Not a failure.
+        case feedBehindHead(after: UInt64, FailureStateMachine)
         /// The run of this direction is over.
         case finished(Outcome, FailureStateMachine)
 
@@ -72,7 +76,7 @@ package struct DownStateMachine: DirectionStateMachine {
         var failure: FailureStateMachine {
             switch self {
             case .notStarted(let failure), .fetching(_, _, let failure), .applying(_, _, let failure),
-                 .recovering(_, let failure), .finished(_, let failure):
+                 .recovering(_, let failure), .feedBehindHead(_, let failure), .finished(_, let failure):
                 failure
             }
         }
@@ -80,6 +84,15 @@ package struct DownStateMachine: DirectionStateMachine {
 
     package let settings: Settings
     private(set) var state: State
+    /// Answers in a row that were empty below the head they reported (``State/feedBehindHead(after:_:)``);
+    /// 0 again after an answer that moved the cursor.
+    private var emptyBelowHead = 0
+
+    /// How many answers in a row may be empty below their head before that is a protocol
+    /// violation: the pauses between them (50, 100, … ms) add up to 0.75 s — a commit between two
+    /// reads of a server is over by then; a server that keeps answering so is broken, and asking
+    /// it again at once would spin.
+    package static let emptyBelowHeadAllowed = 5
 
     /// A machine not started yet; `lastError` is the previous run's, shown until a success.
     package init(settings: Settings, lastError: SyncError? = nil) {
@@ -98,6 +111,7 @@ package struct DownStateMachine: DirectionStateMachine {
         case .fetching(_, let wait, _): wait > 0 ? .idle : .syncing
         case .applying(_, let quiet, _): quiet ? .idle : .syncing
         case .recovering(_, let failure): failure.phase
+        case .feedBehindHead: .syncing
         case .finished(let outcome, _): outcome.phase
         }
     }
@@ -134,9 +148,18 @@ package struct DownStateMachine: DirectionStateMachine {
     package mutating func applied(cursor: UInt64, head: UInt64) -> Action {
         guard case .applying(let after, _, let failure) = state else { return invalid("applied") }
         if cursor == after, cursor < head {
-            // Nothing after the cursor, yet the head is beyond it: asking again would spin.
-            return decide(.protocolViolation("the feed's head is \(head) but the server returned no entry after \(after)"), after: after, failure)
+            // Nothing after the cursor, yet the head is beyond it: a server whose head and entries
+            // came from two reads (a commit between them) — ask again soon; a server that keeps
+            // answering so is broken, and asking it again at once would spin.
+            emptyBelowHead += 1
+            guard emptyBelowHead <= Self.emptyBelowHeadAllowed else {
+                emptyBelowHead = 0
+                return decide(.protocolViolation("the feed's head is \(head) but the server returned no entry after \(after), \(Self.emptyBelowHeadAllowed + 1) times in a row"), after: after, failure)
+            }
+            state = .feedBehindHead(after: after, failure)
+            return .sleep(.milliseconds(50 * emptyBelowHead))
         }
+        emptyBelowHead = 0
         guard cursor < head else {
             switch settings.mode {
             case .continuous: return fetch(after: cursor, wait: settings.longPollSeconds, failure)
@@ -153,17 +176,24 @@ package struct DownStateMachine: DirectionStateMachine {
         switch state {
         case .fetching(let after, _, let failure), .applying(let after, _, let failure):
             return decide(error, after: after, failure)
-        case .recovering(let after, let failure):
+        case .recovering(let after, let failure), .feedBehindHead(let after, let failure):
             return decide(error, after: after, failure)  // a failed token refresh; refused while backing off
         case .notStarted, .finished:
             return invalid("failed(\(error))")
         }
     }
 
-    /// The pause after a failure ended: fetch again (without waiting: the lag is unknown).
+    /// The pause after a failure, or after an answer empty below its head, ended: fetch again
+    /// (without waiting: the lag is unknown).
     package mutating func slept() -> Action {
-        guard case .recovering(let after, var failure) = state, failure.slept() else { return invalid("slept") }
-        return fetch(after: after, wait: 0, failure)
+        switch state {
+        case .recovering(let after, var failure) where failure.slept():
+            return fetch(after: after, wait: 0, failure)
+        case .feedBehindHead(let after, let failure):
+            return fetch(after: after, wait: 0, failure)
+        default:
+            return invalid("slept")
+        }
     }
 
     /// The token provider gave a new token: fetch again at once.

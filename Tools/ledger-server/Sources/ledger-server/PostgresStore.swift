@@ -106,14 +106,22 @@ struct PostgresStore: SyncStore {
     func feed(user: String, after: UInt64, limit: Int) async throws -> SyncWire.DownResponse {
         let logger = self.logger
         return try await database.withConnection { c in
+            // The entries and the head in ONE statement, so one snapshot: a batch commits its feed
+            // entries and `feed_head` together, and two statements could see the head of a batch
+            // whose entries the first did not (an empty page below its head, issue 40).
             var changes: [SyncWire.Change] = []
-            for try await (seq, type, payload) in try await c.query(
-                "SELECT seq, type, payload FROM feed WHERE user_id = \(user) AND seq > \(Int64(after)) ORDER BY seq LIMIT \(limit)",
-                logger: logger).decode((Int64, String, String).self) {
-                changes.append(SyncWire.Change(seq: UInt64(seq), type: type, payload: payload))
-            }
             var head: Int64 = 0
-            for try await h in try await c.query("SELECT feed_head FROM users WHERE user_id = \(user)", logger: logger).decode(Int64.self) { head = h }
+            for try await (h, seq, type, payload) in try await c.query(
+                """
+                SELECT u.feed_head, f.seq, f.type, f.payload FROM users u
+                LEFT JOIN LATERAL (SELECT seq, type, payload FROM feed
+                                   WHERE user_id = u.user_id AND seq > \(Int64(after)) ORDER BY seq LIMIT \(limit)) f ON true
+                WHERE u.user_id = \(user) ORDER BY f.seq
+                """,
+                logger: logger).decode((Int64, Int64?, String?, String?).self) {
+                head = h
+                if let seq, let type, let payload { changes.append(SyncWire.Change(seq: UInt64(seq), type: type, payload: payload)) }
+            }
             return SyncWire.DownResponse(user: user, head: UInt64(max(head, Int64(changes.last?.seq ?? 0))), changes: changes)
         }
     }
