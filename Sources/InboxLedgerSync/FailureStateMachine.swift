@@ -99,7 +99,9 @@ package struct FailureStateMachine: Hashable, Sendable {
             state = .finished(.cancelled)
             return .finish(.cancelled)
         case .refreshToken:
-            lastError = error
+            // Not shown: the provider is asked to fix it, and only a refresh that fails is an
+            // error (a status saying "unauthorized" for the milliseconds of a refresh would
+            // show "Sign in again" for nothing, issue 40).
             refreshedToken = true
             state = .refreshingToken
             return .refreshToken

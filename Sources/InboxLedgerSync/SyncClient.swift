@@ -366,14 +366,14 @@ public final class SyncClient: Sendable {
     /// retained events after a trim has nothing to commit: the next one moves the cursor over it.)
     func commit(_ batch: ConsumerBatch) async throws(SyncError) {
         guard !batch.events.isEmpty else { return }
+        let relay = self.relay
         do {
-            _ = try await relay.commit(batch)
-        } catch .cancelled {
-            throw .cancelled  // the next run resends the batch: duplicates, applied once
-        } catch .consumerConflict {
+            // Through a suspension (the app going to the background mid-commit) until the run is
+            // cancelled: `.cancelled`, never "ledgers are suspended" in the status (issue 40).
+            // A cancelled commit: the next run resends the batch — duplicates, applied once.
+            _ = try await waitingThroughTransient { try await relay.commit(batch) }
+        } catch .ledger(.consumerConflict) {
             // Another instance of the relay committed this range first; the server holds it.
-        } catch {
-            throw .ledger(error)
         }
     }
 
@@ -483,7 +483,8 @@ public final class SyncClient: Sendable {
             let sequences = try await appendFeedPage(events, page: page)
             // The state file may not get ahead of the ledger (a `.singleSync` ledger's last
             // commit can be undone by a power cut, the file's rename not).
-            do { try ledger.makeDurable(.durable) } catch { throw .ledger(error) }
+            let ledger = self.ledger
+            try await waitingThroughTransient { try ledger.makeDurable(.durable) }
             try saveState(user: page.user, downCursor: last.seq, appendedAt: sequences.last)
             shared.withLock { $0.user = page.user; $0.downCursor = last.seq }
         } else if known == nil {

@@ -1,3 +1,4 @@
+import Foundation
 import InboxLedger
 
 /// What can go wrong while syncing, each case saying what and where, grouped by what an app
@@ -121,4 +122,23 @@ public struct NetworkFailure: Hashable, Sendable, CustomStringConvertible, Expre
 
     /// The sentence.
     public var description: String { message }
+}
+
+/// `localizedDescription` says what happened (``SyncError/description``), not Foundation's
+/// "The operation could not be completed. (InboxLedgerSync.SyncError error 0.)".
+extension SyncError: LocalizedError {
+    /// ``description``.
+    public var errorDescription: String? { description }
+
+    /// What the app does about it (the table above).
+    public var recoverySuggestion: String? {
+        switch self {
+        case .offline, .server: "Nothing: the client retries with backoff."
+        case .unauthorized: "Sign in again: the server refused the token and no new one was given."
+        case .gap: "Contact support: the server lost events it had acknowledged, and an operator must restore them."
+        case .forbidden, .rejected, .protocolViolation: "Report a bug: the server refused the request or answered outside the protocol."
+        case .ledger, .stateFile: "Check the device's storage: the ledger or the sync state file could not be read or written."
+        case .cancelled: nil
+        }
+    }
 }

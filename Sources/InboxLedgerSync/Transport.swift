@@ -31,7 +31,10 @@ extension SyncTransport {
 /// system's HTTP stack on Apple platforms and no new package for apps (docs/sync.md says why
 /// not AsyncHTTPClient). A failure to reach the server is thrown as ``SyncError/offline(_:)``
 /// with a sentence that names the address and says timed out, refused, DNS or TLS; a
-/// cancelled task ends its request at once and throws ``SyncError/cancelled``.
+/// cancelled task stops waiting for its request at once and throws ``SyncError/cancelled`` —
+/// the request itself is left to end on its own (its answer, or its timeout) and its result is
+/// dropped: cancelling a URLSession transfer as it completes deadlocks swift-corelibs-foundation
+/// on Linux (its issue 5412), so the transport never cancels one (docs/sync.md, "Cancellation").
 ///
 /// ```swift
 /// let transport = HTTPSyncTransport(server: URL(fileURLWithPath: "/"), token: "v1.…")
@@ -103,7 +106,7 @@ public struct HTTPSyncTransport: SyncTransport {
         let data: Data
         let response: URLResponse
         do {
-            (data, response) = try await session.data(for: request)
+            (data, response) = try await Self.transfer(request, on: session)
         } catch {
             if Task.isCancelled || error is CancellationError || (error as? URLError)?.code == .cancelled { throw .cancelled }
             throw .offline(NetworkFailure(error, request: request))
@@ -124,6 +127,73 @@ public struct HTTPSyncTransport: SyncTransport {
         case 500...: throw .server(status: http.statusCode, message: message)
         default: throw .rejected(status: http.statusCode, code: body?.error ?? "http_\(http.statusCode)", message: message)
         }
+    }
+}
+
+extension HTTPSyncTransport {
+    /// `session.data(for: request)`, awaited so that cancelling the caller returns at once with
+    /// `CancellationError` and never reaches the transfer: it runs in a task of its own, which
+    /// the caller's cancellation does not cancel, ends on its own (an answer or the request's
+    /// timeout) and its result is dropped. A cancelled `POST /v1/up` may still be applied by
+    /// the server — as when a connection drops after the server committed: the next batch
+    /// resends it and the server counts it a duplicate.
+    static func transfer(_ request: URLRequest, on session: URLSession) async throws -> (Data, URLResponse) {
+        let waiter = TransferWaiter()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Data, URLResponse), any Error>) in
+                guard waiter.wait(continuation) else { return }  // cancelled before it began
+                Task.detached {
+                    do { waiter.finish(.success(try await session.data(for: request))) } catch { waiter.finish(.failure(error)) }
+                }
+            }
+        } onCancel: {
+            waiter.finish(.failure(CancellationError()))
+        }
+    }
+}
+
+/// The one continuation of a ``HTTPSyncTransport/transfer(_:on:)``, resumed exactly once:
+/// by the transfer's end or by the caller's cancellation, whichever comes first.
+final class TransferWaiter: Sendable {
+    enum State {
+        /// Neither the continuation nor an outcome yet.
+        case idle
+        /// Waiting for the transfer.
+        case waiting(CheckedContinuation<(Data, URLResponse), any Error>)
+        /// Resumed, or cancelled before it waited.
+        case done
+    }
+
+    private let state = Mutex<State>(.idle)
+
+    /// Stores the continuation; false (and resumed with `CancellationError`) when the caller
+    /// was cancelled before.
+    func wait(_ continuation: CheckedContinuation<(Data, URLResponse), any Error>) -> Bool {
+        let stored = state.withLock { state -> Bool in
+            guard case .idle = state else { return false }
+            state = .waiting(continuation)
+            return true
+        }
+        if !stored { continuation.resume(throwing: CancellationError()) }
+        return stored
+    }
+
+    /// Resumes the caller with `outcome` if nothing did yet; a cancellation before ``wait(_:)``
+    /// is remembered.
+    func finish(_ outcome: Result<(Data, URLResponse), any Error>) {
+        let continuation = state.withLock { state -> CheckedContinuation<(Data, URLResponse), any Error>? in
+            switch state {
+            case .idle:
+                state = .done
+                return nil
+            case .waiting(let continuation):
+                state = .done
+                return continuation
+            case .done:
+                return nil
+            }
+        }
+        continuation?.resume(with: outcome)
     }
 }
 

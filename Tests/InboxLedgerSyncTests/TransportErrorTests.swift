@@ -10,6 +10,17 @@ import Glibc
 /// told nobody it had timed out), against loopback sockets that refuse, never answer, or answer
 /// TLS with plain text.
 @Suite struct TransportErrorTests {
+    /// `localizedDescription` is the error in words (issue 40: it was Foundation's "The operation
+    /// could not be completed. (InboxLedgerSync.SyncError error 0.)"), with what to do.
+    @Test(arguments: [SyncError.unauthorized("token expired"), .offline("connection refused: nothing at 127.0.0.1:1"),
+                      .gap(serverAcked: 3, deviceCursor: 9), .rejected(status: 400, code: "bad_request", message: "NUL in id")])
+    func aSyncErrorSaysWhatInItsLocalizedDescription(_ error: SyncError) {
+        let erased: any Error = error
+        #expect(erased.localizedDescription == error.description)
+        #expect(!erased.localizedDescription.contains("could not be completed"))
+        #expect((erased as? LocalizedError)?.recoverySuggestion?.isEmpty == false)
+    }
+
     /// A loopback TCP socket listening on a free port; `reply` is written to each connection
     /// accepted (nil: connections are never accepted, so nothing ever answers).
     final class Listener: @unchecked Sendable {
@@ -41,6 +52,29 @@ import Glibc
         }
 
         func stop() { shutdown(fd, Int32(SHUT_RDWR)); close(fd) }
+
+        /// Answers every request with `body` (`200`, JSON) after 0–`maxDelay` ms: a slow server.
+        func answerSlowly(_ body: [UInt8], maxDelay: Int) {
+            let response = Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n".utf8) + body
+            let fd = self.fd
+            Thread.detachNewThread {
+                while true {
+                    let connection = accept(fd, nil, nil)
+                    guard connection >= 0 else { return }
+                    Thread.detachNewThread {
+                        var head: [UInt8] = [], buffer = [UInt8](repeating: 0, count: 4096)
+                        while !head.suffix(4).elementsEqual(Array("\r\n\r\n".utf8)) {
+                            let n = buffer.withUnsafeMutableBytes { read(connection, $0.baseAddress, $0.count) }
+                            guard n > 0 else { close(connection); return }
+                            head += buffer[..<n]
+                        }
+                        usleep(UInt32.random(in: 0...UInt32(maxDelay * 1000)))
+                        _ = response.withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
+                        close(connection)
+                    }
+                }
+            }
+        }
     }
 
     func failure(_ url: String, timeout: Double = 30) async -> NetworkFailure? {
@@ -101,5 +135,37 @@ import Glibc
         request.cancel()
         let outcome = await request.value
         #expect(outcome == .cancelled)  // without cancellation it would wait an hour
+    }
+
+    /// Cancelling mid-transfer can never hang (issue 40: cancelling while URLSession completes a
+    /// transfer deadlocked swift-corelibs-foundation, and the host process with its ledger locks):
+    /// a thousand requests to a server that answers after 0–30 ms, each cancelled after 0–20 ms —
+    /// every call comes back (cancelled, or answered when the answer won), then a request that is
+    /// not cancelled is answered. The hang guard is the time limit.
+    @Test(.timeLimit(.minutes(10))) func aThousandCancellationsMidTransferNeverHang() async throws {
+        let listener = try Listener()
+        defer { listener.stop() }
+        listener.answerSlowly(Array(try JSONEncoder().encode(SyncWire.DownResponse(user: "u", head: 0, changes: []))), maxDelay: 30)
+        let transport = HTTPSyncTransport(server: try #require(URL(string: "http://127.0.0.1:\(listener.port)")), token: "t", timeoutSeconds: 60)
+        var cancelled = 0, answered = 0
+        for _ in 0..<1000 {
+            let request = Task { () -> SyncError? in
+                do throws(SyncError) {
+                    _ = try await transport.fetch(after: 0, limit: 1, waitSeconds: 0)
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            try await Task.sleep(for: .microseconds(Int.random(in: 0...20_000)))
+            request.cancel()
+            switch await request.value {
+            case nil: answered += 1
+            case .cancelled?: cancelled += 1
+            case let other?: Issue.record("neither answered nor cancelled: \(other)")
+            }
+        }
+        #expect(cancelled > 0, "\(cancelled) cancelled, \(answered) answered")
+        #expect(try await transport.fetch(after: 0, limit: 1, waitSeconds: 0).head == 0)
     }
 }
