@@ -7,6 +7,7 @@
 /// | `.offline`, `.server` (5xx), a 408 or 429, a transient ledger condition | retry after `initialBackoff × 2^failures`, at most `maxBackoff` |
 /// | `.unauthorized` (401) | refresh the token once (with a token provider), then stop |
 /// | `.forbidden`, `.rejected` (4xx), `.gap` | stop: the same request would be refused again |
+/// | `.eventRefused` the up direction could not skip (not an event of the part sent) | stop |
 /// | `.protocolViolation`, `.ledger`, `.stateFile` | retry after `maxBackoff` (a proxy's page, a full disk: may pass) |
 /// | `.cancelled` | cancel: not a failure |
 package struct RetryPolicy: Hashable, Sendable {
@@ -43,7 +44,7 @@ package struct RetryPolicy: Hashable, Sendable {
             return .cancel
         case .unauthorized:
             return canRefreshToken && !refreshedToken ? .refreshToken : .stop
-        case .forbidden, .gap:
+        case .forbidden, .gap, .eventRefused:
             return .stop
         case .rejected:
             return error.isRetryable ? .retry(after: backoff(failures: failures)) : .stop

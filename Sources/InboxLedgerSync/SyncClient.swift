@@ -42,6 +42,8 @@ public final class SyncClient: Sendable {
         var downCursor: UInt64 = 0
         /// The highest lost sequence counted in ``SyncStatus/eventsLost`` (no double count).
         var lostCountedThrough: UInt64 = 0
+        /// The highest refused sequence counted in ``SyncStatus/eventsRefused`` (no double count).
+        var refusedCountedThrough: UInt64 = 0
         /// The run (``SyncClient/run()`` or ``SyncClient/syncOnce()``) whose machines the status shows.
         var session = 0
         /// The token in use, and a refresh in flight (both directions share it).
@@ -201,6 +203,7 @@ public final class SyncClient: Sendable {
         report.sent += sent.sent
         report.duplicates += sent.duplicates
         report.eventsLost += sent.lost
+        report.eventsRefused += sent.refused
         try Self.check(outcome)
     }
 
@@ -271,7 +274,7 @@ public final class SyncClient: Sendable {
     // MARK: - The up direction
 
     /// What the up direction got acknowledged.
-    struct Sent { var sent = 0, duplicates = 0, lost: UInt64 = 0 }
+    struct Sent { var sent = 0, duplicates = 0, lost: UInt64 = 0, refused: UInt64 = 0 }
 
     /// Performs the up machine's actions until it finishes.
     func driveUp(_ mode: UpStateMachine.Mode, session: Int) async -> (UpStateMachine.Outcome, Sent) {
@@ -314,6 +317,7 @@ public final class SyncClient: Sendable {
                     sent.sent += answer.applied + answer.duplicates
                     sent.duplicates += answer.duplicates
                     sent.lost += lost
+                    sent.refused += countRefused(part.request.refused ?? [])
                     update { s in
                         s.eventsSent += answer.applied + answer.duplicates
                         s.upCursor = max(s.upCursor, part.batch.through)
@@ -387,6 +391,18 @@ public final class SyncClient: Sendable {
             s.status.eventsLost += lost
             offer(&s)
             return lost
+        }
+    }
+
+    /// Counts the refused sequences of an acknowledged part not counted yet, in ``SyncStatus/eventsRefused``.
+    func countRefused(_ refused: [UInt64]) -> UInt64 {
+        guard let last = refused.last else { return 0 }
+        return shared.withLock { s in
+            let new = UInt64(refused.count { $0 > s.refusedCountedThrough })
+            s.refusedCountedThrough = max(s.refusedCountedThrough, last)
+            s.status.eventsRefused += new
+            if new > 0 { offer(&s) }
+            return new
         }
     }
 

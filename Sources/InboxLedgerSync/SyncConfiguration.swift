@@ -82,4 +82,7 @@ public struct SyncReport: Hashable, Sendable {
     public var downCursor: UInt64 = 0
     /// Events trimmed before they were sent, declared lost to the server (docs/sync.md, "Up").
     public var eventsLost: UInt64 = 0
+    /// Events the server refused for their content, skipped and declared (docs/sync.md,
+    /// "Refused events").
+    public var eventsRefused: UInt64 = 0
 }

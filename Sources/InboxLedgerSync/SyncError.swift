@@ -10,6 +10,7 @@ import InboxLedger
 /// | ``unauthorized(_:)`` | asks the user to sign in again (after the token provider, if any, failed) |
 /// | ``gap(serverAcked:deviceCursor:)`` | tells the user to contact support: the server lost data, an operator is needed |
 /// | ``forbidden(_:)``, ``rejected(status:code:message:)``, ``protocolViolation(_:)`` | reports a bug (a wrong token, a payload the server refuses, a broken server) |
+/// | ``eventRefused(seq:message:)`` | nothing: the event is skipped and counted (``SyncStatus/eventsRefused``) |
 /// | ``ledger(_:)``, ``stateFile(path:reason:)`` | reports the device's storage problem |
 /// | ``cancelled`` | nothing: a cancelled sync is never a failure |
 ///
@@ -31,6 +32,12 @@ public enum SyncError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The server refused the request (400, 413, …): nothing was written, and the same
     /// request would be refused again, so it is not retried.
     case rejected(status: Int, code: String, message: String)
+    /// The server refused one event of an up request for its content (`400` naming its
+    /// sequence: an event an older ledger accepted, a stricter server). The up direction skips
+    /// it, declares it to the server and counts it (``SyncStatus/eventsRefused``) — never a
+    /// reason for the events after it to stay unsent (docs/sync.md, "Refused events"). Shown
+    /// only when it cannot be skipped (a sequence the request did not send).
+    case eventRefused(seq: UInt64, message: String)
     /// The server holds less than the device acknowledged (`409 gap`: a restore of the
     /// server's database from a backup). Needs an operator; not retried.
     case gap(serverAcked: UInt64, deviceCursor: UInt64)
@@ -55,7 +62,7 @@ public enum SyncError: Error, Hashable, Sendable, CustomStringConvertible {
         case .offline, .server: true
         case .rejected(let status, _, _): status == 408 || status == 429
         case .ledger(let error): error.isTransient
-        case .unauthorized, .forbidden, .gap, .protocolViolation, .stateFile, .cancelled: false
+        case .unauthorized, .forbidden, .eventRefused, .gap, .protocolViolation, .stateFile, .cancelled: false
         }
     }
 
@@ -73,6 +80,7 @@ public enum SyncError: Error, Hashable, Sendable, CustomStringConvertible {
         case .unauthorized(let m): "unauthorized: \(m)"
         case .forbidden(let m): "forbidden: \(m)"
         case .rejected(let status, let code, let m): "rejected (\(status) \(code)): \(m)"
+        case .eventRefused(let seq, let m): "the server refuses event \(seq): \(m)"
         case .gap(let acked, let cursor): "the server holds sequence \(acked) but the device committed \(cursor): the server lost acknowledged events (an operator must restore them)"
         case .protocolViolation(let m): "protocol violation: \(m)"
         case .ledger(let e): "ledger: \(e)"
@@ -136,7 +144,7 @@ extension SyncError: LocalizedError {
         case .offline, .server: "Nothing: the client retries with backoff."
         case .unauthorized: "Sign in again: the server refused the token and no new one was given."
         case .gap: "Contact support: the server lost events it had acknowledged, and an operator must restore them."
-        case .forbidden, .rejected, .protocolViolation: "Report a bug: the server refused the request or answered outside the protocol."
+        case .forbidden, .rejected, .eventRefused, .protocolViolation: "Report a bug: the server refused the request or answered outside the protocol."
         case .ledger, .stateFile: "Check the device's storage: the ledger or the sync state file could not be read or written."
         case .cancelled: nil
         }

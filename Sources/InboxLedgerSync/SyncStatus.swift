@@ -100,6 +100,10 @@ public struct SyncStatus: Hashable, Sendable {
     /// Events the relay could not send because compaction trimmed them first (declared lost to
     /// the server, docs/sync.md "Up").
     public var eventsLost: UInt64 = 0
+    /// Shared events the server refused for their content (an event an older ledger accepted,
+    /// a stricter server): skipped, declared to the server, counted here — the events after
+    /// them were sent (docs/sync.md, "Refused events").
+    public var eventsRefused: UInt64 = 0
 
     /// A stopped status that knows nothing yet.
     public init() {}

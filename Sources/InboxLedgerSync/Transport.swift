@@ -120,6 +120,7 @@ public struct HTTPSyncTransport: SyncTransport {
         let body: SyncWire.ErrorBody?
         do { body = try JSONDecoder().decode(SyncWire.ErrorBody.self, from: data) } catch { body = nil }  // an error page may be anything
         let message = body?.message ?? String(decoding: data.prefix(500), as: UTF8.self)
+        if http.statusCode == 400, let seq = body?.seq { throw .eventRefused(seq: seq, message: message) }
         switch http.statusCode {
         case 401: throw .unauthorized(message)
         case 403: throw .forbidden(message)

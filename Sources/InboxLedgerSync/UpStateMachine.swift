@@ -38,7 +38,8 @@ package struct UpStateMachine: DirectionStateMachine {
         package var batch: ConsumerBatch
         /// Sequences `batch.after+1 … lostThrough` were trimmed before they were sent.
         package var lostThrough: UInt64?
-        /// The request: the shared events among `batch.events`.
+        /// The request: the shared events among `batch.events`, but those the server refused
+        /// (declared in its `refused`).
         package var request: SyncWire.UpRequest
     }
 
@@ -82,6 +83,9 @@ package struct UpStateMachine: DirectionStateMachine {
         var events: ArraySlice<Event>
         var count: Int
         var lostThrough: UInt64?
+        /// Sequences among the next part's events that the server refused: left out of the
+        /// request and declared in it (``SyncWire/UpRequest/refused``), in order.
+        var refused: [UInt64] = []
     }
 
     /// Where the machine is. Every state carries the failure sub-machine: a transition passes
@@ -204,6 +208,13 @@ package struct UpStateMachine: DirectionStateMachine {
             if case .rejected(413, _, _) = error, remaining.count > 1 {
                 // The server's limit is below ours: halve the part, and send it again at once.
                 remaining.count = (remaining.count + 1) / 2
+                remaining.refused.removeAll { seq in !remaining.events.prefix(remaining.count).contains { $0.sequence == seq } }
+                return send(remaining, failure)
+            }
+            if case .eventRefused(let seq, _) = error, part(remaining).request.events.contains(where: { $0.seq == seq }) {
+                // One event's content the server will never accept: skipped and declared, so the
+                // events after it are sent — at once, not a failure (issue 40).
+                remaining.refused = (remaining.refused + [seq]).sorted()
                 return send(remaining, failure)
             }
             return decide(error, resume: remaining, failure)
@@ -319,8 +330,10 @@ package struct UpStateMachine: DirectionStateMachine {
     func part(_ remaining: Remaining) -> Part {
         let batch = ConsumerBatch(after: remaining.after, events: Array(remaining.events.prefix(remaining.count)))
         let through = max(batch.through, remaining.lostThrough ?? 0)
+        let refused = Set(remaining.refused)
         let request = SyncWire.UpRequest(ledger: settings.ledgerID, after: batch.after, through: through,
-                                         events: batch.events.filter(isShared).map(SyncWire.UpEvent.init), lostThrough: remaining.lostThrough)
+                                         events: batch.events.filter { isShared($0) && !refused.contains($0.sequence) }.map(SyncWire.UpEvent.init),
+                                         lostThrough: remaining.lostThrough, refused: remaining.refused.isEmpty ? nil : remaining.refused)
         return Part(batch: batch, lostThrough: remaining.lostThrough, request: request)
     }
 }

@@ -127,26 +127,14 @@ public enum SyncWire {
     }
 
     /// Why `text` cannot be an identifier the server compares — a ledger id, a message id, an
-    /// idempotency key — or nil when it can. Identifiers are compared **byte for byte** (their
-    /// UTF-8), as the ledger keys them; so the protocol accepts only text in Unicode
-    /// Normalization Form C (two spellings of one text would otherwise be two messages), and
-    /// no U+0000 (PostgreSQL cannot store it in text).
+    /// idempotency key — or nil when it can: the ledger's own rule (``IdentifierRule``), so
+    /// what a ledger appended the server accepts.
     ///
     /// ```swift
     /// let fine = SyncWire.identifierProblem("m42")          // nil
     /// let refused = SyncWire.identifierProblem("e\u{301}")  // "is not in Unicode Normalization Form C …"
     /// ```
-    public static func identifierProblem(_ text: String) -> String? {
-        var ascii = true
-        for byte in text.utf8 {
-            if byte == 0 { return "contains U+0000 (NUL), which no text column can hold" }
-            if byte >= 0x80 { ascii = false }
-        }
-        if !ascii, !text.precomposedStringWithCanonicalMapping.utf8.elementsEqual(text.utf8) {
-            return "is not in Unicode Normalization Form C (identifiers are compared byte for byte: send the NFC form)"
-        }
-        return nil
-    }
+    public static func identifierProblem(_ text: String) -> String? { IdentifierRule.problem(text) }
 
     /// The idempotency key of the server's feed entry `seq` of `user`.
     public static func downKey(user: String, seq: UInt64) -> String { "\(downKeyPrefix)\(user)-\(seq)" }
@@ -217,14 +205,21 @@ public enum SyncWire {
         /// compaction trimmed them: a consumer gap); every event is above it. The server records
         /// how many of them it did not hold (`lost` in `/v1/state`).
         public var lostThrough: UInt64?
+        /// Sequences of shared events the device skips because a server refused them (an event
+        /// an older ledger accepted, a stricter server: docs/sync.md, "Refused events"), in
+        /// order, each above `after` (and `lostThrough`), at most `through`, none among `events`.
+        /// The server counts those it did not hold (`refused` in `/v1/state`). Absent: none.
+        public var refused: [UInt64]?
 
-        /// A request covering `after+1 … through`, declaring `after+1 … lostThrough` lost.
-        public init(ledger: String, after: UInt64, through: UInt64, events: [UpEvent], lostThrough: UInt64? = nil) {
+        /// A request covering `after+1 … through`, declaring `after+1 … lostThrough` lost and
+        /// `refused` skipped.
+        public init(ledger: String, after: UInt64, through: UInt64, events: [UpEvent], lostThrough: UInt64? = nil, refused: [UInt64]? = nil) {
             self.ledger = ledger
             self.after = after
             self.through = through
             self.events = events
             self.lostThrough = lostThrough
+            self.refused = refused
         }
     }
 
@@ -248,9 +243,13 @@ public enum SyncWire {
         /// restored from a backup, or copied). Absent when none. Such an answer's `acked` may
         /// be above the device's own head (the server still holds the old history's sequences).
         public var reused: Int?
+        /// Of the sequences the request declared refused, those the server counted now (it did
+        /// not hold them); absent when none were declared.
+        public var refused: UInt64?
 
         /// An answer.
-        public init(user: String, ledger: String, acked: UInt64, applied: Int, duplicates: Int, lost: UInt64? = nil, reused: Int? = nil) {
+        public init(user: String, ledger: String, acked: UInt64, applied: Int, duplicates: Int, lost: UInt64? = nil, reused: Int? = nil,
+                    refused: UInt64? = nil) {
             self.user = user
             self.ledger = ledger
             self.acked = acked
@@ -258,6 +257,7 @@ public enum SyncWire {
             self.duplicates = duplicates
             self.lost = lost
             self.reused = reused
+            self.refused = refused
         }
     }
 
@@ -328,12 +328,17 @@ public enum SyncWire {
         public var message: String
         /// For `gap`: what the server holds.
         public var acked: UInt64?
+        /// For a `bad_request` of `POST /v1/up` caused by one event's content (its type, key,
+        /// payload, identifiers): that event's sequence. The device skips it and declares it
+        /// (``UpRequest/refused``) instead of stopping; absent when the request as a whole is wrong.
+        public var seq: UInt64?
 
         /// An error body.
-        public init(error: String, message: String, acked: UInt64? = nil) {
+        public init(error: String, message: String, acked: UInt64? = nil, seq: UInt64? = nil) {
             self.error = error
             self.message = message
             self.acked = acked
+            self.seq = seq
         }
     }
 
@@ -402,13 +407,28 @@ public enum SyncWire {
             /// Events applied at sequences the server had acknowledged with other content or none
             /// (a restored or copied ledger, ``UpResponse/reused``), in all.
             public var reused: UInt64
+            /// Events the device skipped because a server refused them (``UpRequest/refused``), in all.
+            public var refused: UInt64
 
             /// A ledger's state.
-            public init(ledger: String, acked: UInt64, lost: UInt64 = 0, reused: UInt64 = 0) {
+            public init(ledger: String, acked: UInt64, lost: UInt64 = 0, reused: UInt64 = 0, refused: UInt64 = 0) {
                 self.ledger = ledger
                 self.acked = acked
                 self.lost = lost
                 self.reused = reused
+                self.refused = refused
+            }
+
+            enum CodingKeys: String, CodingKey { case ledger, acked, lost, reused, refused }
+
+            /// Decodes a ledger's state; `refused` is 0 from a server that does not send it.
+            public init(from decoder: any Decoder) throws {
+                let c = try decoder.container(keyedBy: CodingKeys.self)
+                ledger = try c.decode(String.self, forKey: .ledger)
+                acked = try c.decode(UInt64.self, forKey: .acked)
+                lost = try c.decode(UInt64.self, forKey: .lost)
+                reused = try c.decode(UInt64.self, forKey: .reused)
+                refused = try c.decodeIfPresent(UInt64.self, forKey: .refused) ?? 0
             }
         }
 

@@ -41,6 +41,11 @@ final class FakeServer: SyncTransport, Sendable {
         var acceptedTokens: Set<String>?
         /// The token the client gave last (``useToken(_:)``), initially the configuration's.
         var token = "test"
+        /// Events whose payload contains this text are refused for their content (`400` naming
+        /// the event's sequence, as ledger-server answers an event it cannot keep).
+        var refuseContaining: String?
+        /// Sequences declared refused (``SyncWire/UpRequest/refused``) above what was held, by ledger.
+        var refused: [String: UInt64] = [:]
     }
 
     let user: String
@@ -90,7 +95,12 @@ final class FakeServer: SyncTransport, Sendable {
             let acked = s.acked[request.ledger, default: 0]
             if case .gap = fault { return .failure(.gap(serverAcked: acked, deviceCursor: request.after)) }
             guard request.after <= acked else { return .failure(.gap(serverAcked: acked, deviceCursor: request.after)) }
+            if let poison = s.refuseContaining,
+               let event = request.events.first(where: { String(decoding: $0.payloadBytes ?? [], as: UTF8.self).contains(poison) }) {
+                return .failure(.eventRefused(seq: event.seq, message: "events: the payload holds \(poison)"))
+            }
             if let lostThrough = request.lostThrough, lostThrough > acked { s.lost[request.ledger, default: 0] += lostThrough - acked }
+            s.refused[request.ledger, default: 0] += UInt64((request.refused ?? []).count { $0 > acked })
             let fresh = request.events.filter { $0.seq > acked }
             s.applied[request.ledger, default: []] += fresh
             s.acked[request.ledger] = max(acked, request.through)

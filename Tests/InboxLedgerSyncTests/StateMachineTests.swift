@@ -230,6 +230,27 @@ import Testing
         #expect(n.failed(.offline("timed out")) == .finish(.stopped(.offline("timed out"))))
     }
 
+    /// A 400 naming an event of the part: the part again at once without it, declaring it;
+    /// a refusal naming a sequence the part did not send stops as any 4xx (issue 40).
+    @Test func anEventTheServerRefusesIsLeftOutAndDeclared() {
+        var m = Self.up()
+        _ = m.start()
+        let batch = ConsumerBatch(after: 0, events: [Self.event(1), Self.event(2), Self.event(3)])
+        guard case .send(let first) = m.read(batch, lostThrough: nil) else { Issue.record("no send"); return }
+        #expect(first.request.events.map(\.seq) == [1, 2, 3] && first.request.refused == nil)
+        guard case .send(let second) = m.failed(.eventRefused(seq: 2, message: "x")) else { Issue.record("not sent again"); return }
+        #expect(second.request.events.map(\.seq) == [1, 3] && second.request.refused == [2] && second.request.through == 3)
+        #expect(m.lastError == nil && m.phase == .syncing)
+        guard case .send(let third) = m.failed(.eventRefused(seq: 1, message: "y")) else { Issue.record("not sent again"); return }
+        #expect(third.request.events.map(\.seq) == [3] && third.request.refused == [1, 2])
+        #expect(m.answered(Self.answer(acked: 3)) == .commit(third, Self.answer(acked: 3)))
+        // A sequence the part did not send: a 4xx like any other.
+        var n = Self.up()
+        _ = n.start()
+        _ = n.read(batch, lostThrough: nil)
+        #expect(n.failed(.eventRefused(seq: 9, message: "z")) == .finish(.stopped(.eventRefused(seq: 9, message: "z"))))
+    }
+
     @Test func downRetriesFromTheSameCursorAndStopsAt4xx() {
         var m = Self.down()
         _ = m.start(after: 5)

@@ -27,6 +27,35 @@ import Testing
         #expect(sent[1].payload == #"{"n":1}"#)
     }
 
+    /// An event the server refuses for its content never blocks the ones after it (issue 40):
+    /// skipped, declared in the request, counted once in the report, the status and on the
+    /// server — in `once` and in `continuous` mode.
+    @Test func anEventTheServerRefusesIsSkippedDeclaredAndCounted() async throws {
+        let (ledger, state) = try makeDevice()
+        let server = FakeServer()
+        server.state.withLock { $0.refuseContaining = "poison" }
+        let client = try SyncClient(ledger: ledger, configuration: configuration(state: state, custom: ["com.example.note"]), transport: server)
+        for text in ["a", "poison", "b", "poison again", "c"] {
+            try ledger.append(NewEvent(type: "com.example.note", payload: Array(#"{"text":"\#(text)"}"#.utf8)))
+        }
+        let report = try await client.syncOnce()
+        #expect(report.sent == 3 && report.eventsRefused == 2, "\(report)")
+        #expect(server.applied[ledger.metadata.ledgerID]?.map(\.seq) == [1, 3, 5])
+        #expect(server.state.withLock { $0.refused[ledger.metadata.ledgerID] } == 2)
+        #expect(client.status.eventsRefused == 2 && client.status.error == nil && client.status.phase != .failed)
+        #expect(try relayCursor(ledger) == 5)
+        // Continuous: the next refused event is skipped as well, the one after it sent.
+        try ledger.append(NewEvent(type: "com.example.note", payload: Array(#"{"text":"poison 3"}"#.utf8)))
+        try ledger.append(NewEvent(type: "com.example.note", payload: Array(#"{"text":"d"}"#.utf8)))
+        let running = Task { await client.run() }
+        for await status in client.statusUpdates() where status.eventsRefused == 3 && status.upLag == 0 && status.up.phase == .idle { break }
+        running.cancel()
+        await running.value
+        #expect(server.applied[ledger.metadata.ledgerID]?.map(\.seq) == [1, 3, 5, 7])
+        #expect(server.state.withLock { $0.refused[ledger.metadata.ledgerID] } == 3)
+        #expect(client.status.error == nil)
+    }
+
     @Test func anAnswerLostAfterTheServerCommittedIsResentAndAppliedOnce() async throws {
         let (ledger, state) = try makeDevice()
         let server = FakeServer()

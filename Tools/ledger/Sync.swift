@@ -87,7 +87,8 @@ struct Sync: AsyncParsableCommand {
                 try emit(try jsonLine(ReportOutput(report)))
             } else {
                 try emit("sent \(report.sent) (\(report.duplicates) already held), received \(report.received); up cursor \(report.upCursor), down cursor \(report.downCursor)"
-                    + (report.eventsLost > 0 ? "; \(report.eventsLost) events trimmed before they were sent, declared lost" : ""))
+                    + (report.eventsLost > 0 ? "; \(report.eventsLost) events trimmed before they were sent, declared lost" : "")
+                    + (report.eventsRefused > 0 ? "; \(report.eventsRefused) events the server refused, skipped and declared" : ""))
             }
             return
         }
@@ -100,6 +101,7 @@ struct Sync: AsyncParsableCommand {
                     + "up-cursor=\(status.upCursor) up-lag=\(status.upLag) down-cursor=\(status.downCursor) "
                     + "down-lag=\(status.downLag.map(String.init) ?? "unknown")"
                 if status.eventsLost > 0 { line += " lost=\(status.eventsLost)" }
+                if status.eventsRefused > 0 { line += " refused=\(status.eventsRefused)" }
                 if status.up.phase != status.down.phase { line += " up=\(status.up.phase.rawValue) down=\(status.down.phase.rawValue)" }
                 if let error = status.lastError { line += " error=\(error)" }
                 try emit(line)
@@ -153,6 +155,7 @@ func errorKindName(_ error: SyncError) -> String {
     case .unauthorized: "unauthorized"
     case .forbidden: "forbidden"
     case .rejected: "rejected"
+    case .eventRefused: "eventRefused"
     case .gap: "gap"
     case .protocolViolation: "protocolViolation"
     case .ledger: "ledger"

@@ -189,6 +189,9 @@ struct EventLog: Sendable {
             guard (1...EventLimits.maxKeyBytes).contains(keyBytes) else {
                 throw .invalidEvent(index: index, field: "key", reason: "must be 1–\(EventLimits.maxKeyBytes) bytes, got \(keyBytes)")
             }
+            if let problem = IdentifierRule.problem(key) {
+                throw .invalidEvent(index: index, field: "key", reason: "\(String(reflecting: key)) \(problem)")
+            }
         }
         let size = EventRecord.headerSize + typeBytes + roleBytes + keyBytes + payloadCount + EventRecord.trailerSize
         guard size <= options.maxEventBytes, payloadCount <= Int(UInt32.max) else {

@@ -14,6 +14,8 @@ struct APIError: Error, HTTPResponseError {
     var message: String
     /// For `gap`: what the server holds (the body's `acked`).
     var acked: UInt64?
+    /// For a `bad_request` caused by one event's content: its sequence (the body's `seq`).
+    var seq: UInt64?
 
     /// An answer of `code` saying `message`.
     init(_ code: SyncWire.ErrorCode, _ message: String, acked: UInt64? = nil) {
@@ -37,7 +39,7 @@ struct APIError: Error, HTTPResponseError {
 
     /// `{"error": code, "message": …}` with the code's status.
     var body: Response {
-        let body = SyncWire.ErrorBody(error: code.rawValue, message: message, acked: acked)
+        let body = SyncWire.ErrorBody(error: code.rawValue, message: message, acked: acked, seq: seq)
         // A struct of strings and an integer always encodes; the fallback only keeps this total.
         let data = (try? JSONEncoder().encode(body)) ?? Data(#"{"error":"internal","message":"unencodable error"}"#.utf8)
         return Response(status: status, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))

@@ -36,6 +36,8 @@ final class MemoryStore: SyncStore {
         var lost: Int64 = 0
         /// Events applied at sequences already acknowledged, in all.
         var reused: Int64 = 0
+        /// Events the device skipped because a server refused them, in all.
+        var refused: Int64 = 0
         /// The events held, by sequence (`device_events`).
         var events: [Int64: HeldEvent] = [:]
         /// Events replaced by another at their sequence (`device_events_replaced`).
@@ -136,6 +138,9 @@ final class MemoryStore: SyncStore {
             lost = lostThrough - acked
             ledger.lost += lost
         }
+        // Events the device skips because a server refused them: those above what is held.
+        let refused = Int64(batch.refused.count { $0 > acked })
+        ledger.refused += refused
         // At or below acked: a duplicate only if the same event is (or was) held there.
         var fresh = Set<Int64>()
         for event in batch.events where event.seq <= acked {
@@ -154,7 +159,7 @@ final class MemoryStore: SyncStore {
                                  removed: new.flatMap(\.removed), listings: [], in: &c)
         ledger.acked = max(ledger.acked, batch.through)
         c.ledgers[batch.ledger] = ledger
-        return UpOutcome(acked: ledger.acked, applied: Int64(new.count), changes: changes, reused: Int64(fresh.count), lost: lost)
+        return UpOutcome(acked: ledger.acked, applied: Int64(new.count), changes: changes, reused: Int64(fresh.count), lost: lost, refused: refused)
     }
 
     /// `ledger_feed_append` (migration 4): dense feed numbers in order, then the message state
@@ -223,7 +228,10 @@ final class MemoryStore: SyncStore {
             }
             let mine = c.ledgers.filter { $0.value.user == user }
             let ledgers = mine.keys.sorted(by: before).compactMap { id in
-                mine[id].map { SyncWire.ServerState.LedgerState(ledger: id, acked: UInt64($0.acked), lost: UInt64($0.lost), reused: UInt64($0.reused)) }
+                mine[id].map {
+                    SyncWire.ServerState.LedgerState(ledger: id, acked: UInt64($0.acked), lost: UInt64($0.lost), reused: UInt64($0.reused),
+                                                     refused: UInt64($0.refused))
+                }
             }
             let held = mine.values.reduce(0) { $0 + $1.events.count + $1.replaced.values.reduce(0) { $0 + $1.count } }
             return SyncWire.ServerState(user: user, head: UInt64(row.feed.count), messages: messages, nextAfter: nextAfter,

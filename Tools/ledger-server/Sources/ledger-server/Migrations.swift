@@ -234,12 +234,12 @@ enum Migrations {
         // `POST /v1/up` with ONE typed argument instead of twenty positional arrays:
         // `ledger_up_v3(p_batch jsonb) RETURNS jsonb`. The batch is the server's `UpBatch`
         // (SyncStore.swift), written as compact JSON (UpBatch+JSON.swift) and sent as one jsonb parameter:
-        //   {"version": 1, "user", "ledger", "maxLedgers", "after", "through", "lostThrough"?,
+        //   {"version": 1, "user", "ledger", "maxLedgers", "after", "through", "lostThrough"?, "refused"?: [seq],
         //    "events": [{"seq", "type", "key"?, "time", "payload", "base64"?,
         //                "feed"?: [{"type"?, "payload"?}], "reads"?: [{"id", "read"}], "removed"?: [id]}]}
         // (a feed entry without type or payload appends the event's own; absent arrays are empty,
         // an absent base64 false), and the answer is an object: {"acked", "applied", "changes",
-        // "reused", "lost"}.
+        // "reused", "lost", "refused"}.
         // Why jsonb and not a composite type: a composite's fields are positional and its type
         // is the schema's — adding a field (an effect of a new shared type, a request for
         // per-event outcomes) changes the type under every server still running (PostgreSQL
@@ -260,7 +260,9 @@ enum Migrations {
         // 50-event batch's statements for tens of milliseconds.
         // `ledger_up_v2` and `ledger_up` stay for servers of the previous releases during a
         // rolling deploy; a later release may drop them once none runs.
-        Migration(5, "ledger_up_v3 (one jsonb batch)", [
+        Migration(5, "ledger_up_v3 (one jsonb batch), ledgers.refused", [
+            // Events a device skips because a server refused them (issue 40), counted like `lost`.
+            "ALTER TABLE ledgers ADD COLUMN refused bigint NOT NULL DEFAULT 0",
             """
             CREATE FUNCTION ledger_up_v3(p_batch jsonb) RETURNS jsonb LANGUAGE plpgsql SET jit = off AS $fn$
             DECLARE
@@ -273,7 +275,7 @@ enum Migrations {
                 v_events jsonb := p_batch->'events';
                 v_apply jsonb := v_events;
                 v_owner text; v_acked bigint; v_new boolean; v_applied bigint; v_changes bigint;
-                v_fresh bigint[] := '{}'; v_reused bigint := 0; v_lost bigint := 0;
+                v_fresh bigint[] := '{}'; v_reused bigint := 0; v_lost bigint := 0; v_refused bigint := 0;
                 v_types text[]; v_payloads text[]; v_read_ids text[]; v_read_flags boolean[];
             BEGIN
                 IF p_batch->'version' IS DISTINCT FROM '1'::jsonb OR v_ledger IS NULL OR v_user IS NULL OR v_max_ledgers IS NULL
@@ -301,6 +303,13 @@ enum Migrations {
                 IF v_lost_through IS NOT NULL AND v_lost_through > v_acked THEN
                     v_lost := v_lost_through - v_acked;
                     UPDATE ledgers SET lost = lost + v_lost WHERE ledger_id = v_ledger;
+                END IF;
+                -- Events the device skips because a server refused them: those above what is held, counted once
+                -- (a batch sent again declares them at or below acked).
+                SELECT count(*) INTO v_refused FROM jsonb_array_elements_text(coalesce(p_batch->'refused', '[]'::jsonb)) AS r(s)
+                WHERE r.s::bigint > v_acked;
+                IF v_refused > 0 THEN
+                    UPDATE ledgers SET refused = refused + v_refused WHERE ledger_id = v_ledger;
                 END IF;
                 -- At or below acked an event is a duplicate only if the server holds the same event
                 -- there (or held it before a replacement); another one is new: a restored or copied
@@ -341,7 +350,8 @@ enum Migrations {
                 v_changes := ledger_feed_append(v_user, v_ledger, v_types, v_payloads, v_read_ids, v_read_flags,
                     ARRAY(SELECT i #>> '{}' FROM jsonb_path_query(v_apply, '$[*].removed[*]') AS x(i)), '{}', '{}');
                 UPDATE ledgers SET acked = greatest(acked, v_through) WHERE ledger_id = v_ledger RETURNING acked INTO v_acked;
-                RETURN jsonb_build_object('acked', v_acked, 'applied', v_applied, 'changes', v_changes, 'reused', v_reused, 'lost', v_lost);
+                RETURN jsonb_build_object('acked', v_acked, 'applied', v_applied, 'changes', v_changes, 'reused', v_reused, 'lost', v_lost,
+                                          'refused', v_refused);
             END
             $fn$
             """,

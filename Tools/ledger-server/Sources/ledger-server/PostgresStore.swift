@@ -145,10 +145,10 @@ struct PostgresStore: SyncStore {
                 nextAfter = messages.last?.id
             }
             var ledgers: [SyncWire.ServerState.LedgerState] = []
-            for try await (id, acked, lost, reused) in try await c.query(
-                "SELECT ledger_id, acked, lost, reused FROM ledgers WHERE user_id = \(user) ORDER BY ledger_id", logger: logger)
-                .decode((String, Int64, Int64, Int64).self) {
-                ledgers.append(.init(ledger: id, acked: UInt64(acked), lost: UInt64(lost), reused: UInt64(reused)))
+            for try await (id, acked, lost, reused, refused) in try await c.query(
+                "SELECT ledger_id, acked, lost, reused, refused FROM ledgers WHERE user_id = \(user) ORDER BY ledger_id", logger: logger)
+                .decode((String, Int64, Int64, Int64, Int64).self) {
+                ledgers.append(.init(ledger: id, acked: UInt64(acked), lost: UInt64(lost), reused: UInt64(reused), refused: UInt64(refused)))
             }
             var head: Int64 = 0, count = 0
             for try await h in try await c.query("SELECT feed_head FROM users WHERE user_id = \(user)", logger: logger).decode(Int64.self) { head = h }

@@ -85,7 +85,8 @@ struct API<Store: SyncStore>: Sendable {
             user: claims.user, ledger: body.ledger, acked: UInt64(outcome.acked), applied: Int(outcome.applied),
             duplicates: batch.events.count - Int(outcome.applied),
             lost: body.lostThrough == nil ? nil : UInt64(outcome.lost),
-            reused: outcome.reused > 0 ? Int(outcome.reused) : nil))
+            reused: outcome.reused > 0 ? Int(outcome.reused) : nil,
+            refused: body.refused == nil ? nil : UInt64(outcome.refused)))
     }
 
     /// `GET /v1/down`: a page of the feed, or a long poll until there is one.
@@ -228,36 +229,69 @@ struct API<Store: SyncStore>: Sendable {
                 throw APIError.badRequest("\(at).seq: \(event.seq) must be above \(previous) and at most through (\(body.through))")
             }
             previous = event.seq
-            guard wire.typeBytes.contains(event.type.utf8.count), event.type.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else {
-                throw APIError.badRequest("\(at).type: \(wire.typeBytes.lowerBound)–\(wire.typeBytes.upperBound) bytes of printable ASCII without spaces")
-            }
-            if BuiltInEventType(rawValue: event.type) == nil, BuiltInEventType.isReserved(event.type) {
-                throw APIError.badRequest("\(at).type: '\(event.type)' is in a namespace reserved for built-in event types (\(BuiltInEventType.reservedNamespaces.sorted().joined(separator: ", "))) and is not one of them; no ledger appends it")
-            }
-            if let key = event.key {
-                guard wire.keyBytes.contains(key.utf8.count) else { throw APIError.badRequest("\(at).key: \(wire.keyBytes.lowerBound)–\(wire.keyBytes.upperBound) bytes") }
-                try Self.checkIdentifier(key, at: "\(at).key")
-            }
-            guard (event.payload == nil) != (event.payloadBase64 == nil), let bytes = event.payloadBytes else {
-                throw APIError.badRequest("\(at): exactly one of payload or payloadBase64 (valid base64)")
-            }
-            guard bytes.count <= wire.payloadBytes else { throw APIError.badRequest("\(at): payload over \(wire.payloadBytes) bytes") }
-            let decoded: DomainEvent
             do {
-                decoded = try DomainEvent.decode(type: event.type, payload: bytes, index: i)
-            } catch {
-                throw APIError.badRequest("\(at) (\(event.type)): \(error)")
+                out.append(try validateContent(of: event, at: at))
+            } catch var error as APIError {
+                // The event's own content: the device can skip it and declare it (`refused`).
+                error.seq = event.seq
+                throw error
             }
-            let text = String(validating: bytes, as: UTF8.self)
-            // The payload as stored: text when the bytes are UTF-8 without U+0000, else base64 —
-            // one form per payload whichever encoding carried it, so equal events compare equal.
-            let stored = text.flatMap { $0.utf8.contains(0) ? nil : $0 }.map { ($0, false) } ?? (Data(bytes).base64EncodedString(), true)
-            var validated = UpBatch.Event(seq: Int64(event.seq), type: event.type, key: event.key, time: event.time,
-                                          payload: stored.0, base64: stored.1)
-            try Self.addEffects(of: decoded, to: &validated, text: text, at: at)
-            out.append(validated)
         }
+        try validateRefused(body, events: out)
         return out
+    }
+
+    /// One event's content — its type, key, payload and identifiers — as the server keeps it,
+    /// with its effects; a 400 naming the field (`events[3].data.ids[0]`) when it is refused.
+    func validateContent(of event: SyncWire.UpEvent, at: String) throws -> UpBatch.Event {
+        let wire = SyncWire.Limits.self
+        guard wire.typeBytes.contains(event.type.utf8.count), event.type.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else {
+            throw APIError.badRequest("\(at).type: \(wire.typeBytes.lowerBound)–\(wire.typeBytes.upperBound) bytes of printable ASCII without spaces")
+        }
+        if BuiltInEventType(rawValue: event.type) == nil, BuiltInEventType.isReserved(event.type) {
+            throw APIError.badRequest("\(at).type: '\(event.type)' is in a namespace reserved for built-in event types (\(BuiltInEventType.reservedNamespaces.sorted().joined(separator: ", "))) and is not one of them; no ledger appends it")
+        }
+        if let key = event.key {
+            guard wire.keyBytes.contains(key.utf8.count) else { throw APIError.badRequest("\(at).key: \(wire.keyBytes.lowerBound)–\(wire.keyBytes.upperBound) bytes") }
+            try Self.checkIdentifier(key, at: "\(at).key")
+        }
+        guard (event.payload == nil) != (event.payloadBase64 == nil), let bytes = event.payloadBytes else {
+            throw APIError.badRequest("\(at): exactly one of payload or payloadBase64 (valid base64)")
+        }
+        guard bytes.count <= wire.payloadBytes else { throw APIError.badRequest("\(at): payload over \(wire.payloadBytes) bytes") }
+        let decoded: DomainEvent
+        do {
+            decoded = try DomainEvent.decode(type: event.type, payload: bytes)
+        } catch .invalidEvent(_, let field, let reason) {
+            throw APIError.badRequest("\(at).\(field) (\(event.type)): \(reason)")
+        } catch {
+            throw APIError.badRequest("\(at) (\(event.type)): \(error)")
+        }
+        let text = String(validating: bytes, as: UTF8.self)
+        // The payload as stored: text when the bytes are UTF-8 without U+0000, else base64 —
+        // one form per payload whichever encoding carried it, so equal events compare equal.
+        let stored = text.flatMap { $0.utf8.contains(0) ? nil : $0 }.map { ($0, false) } ?? (Data(bytes).base64EncodedString(), true)
+        var validated = UpBatch.Event(seq: Int64(event.seq), type: event.type, key: event.key, time: event.time,
+                                      payload: stored.0, base64: stored.1)
+        try Self.addEffects(of: decoded, to: &validated, text: text, at: at)
+        return validated
+    }
+
+    /// `refused` of an up request: in order, above `after` and `lostThrough`, at most `through`,
+    /// none the sequence of an event sent, at most as many as events per request.
+    func validateRefused(_ body: SyncWire.UpRequest, events: [UpBatch.Event]) throws {
+        guard let refused = body.refused else { return }
+        guard refused.count <= SyncWire.Limits.eventsPerRequest else {
+            throw APIError.badRequest("refused: at most \(SyncWire.Limits.eventsPerRequest) per request, got \(refused.count)")
+        }
+        var previous = max(body.after, body.lostThrough ?? 0)
+        let sent = Set(events.map(\.seq))
+        for (i, seq) in refused.enumerated() {
+            guard seq > previous, seq <= body.through, !sent.contains(Int64(seq)) else {
+                throw APIError.badRequest("refused[\(i)]: \(seq) must be above \(previous), at most through (\(body.through)) and not an event's sequence")
+            }
+            previous = seq
+        }
     }
 
     /// `lostThrough` of an up request: above `after`, at most `through`, below every event.

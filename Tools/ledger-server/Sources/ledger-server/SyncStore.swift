@@ -83,6 +83,9 @@ struct UpBatch: Codable, Sendable, Equatable {
     var lostThrough: Int64?
     /// The events, in sequence order.
     var events: [Event]
+    /// Sequences the device skips because a server refused them (``SyncWire/UpRequest/refused``),
+    /// in order: those above what is held are counted (`ledgers.refused`).
+    var refused: [Int64] = []
 
     /// One shared event of the device's ledger, as the server keeps it (`device_events`), and
     /// its effects when it is new. Encoded compactly (the function parses every byte): no
@@ -188,6 +191,7 @@ struct UpBatch: Codable, Sendable, Equatable {
         self.through = Int64(request.through)
         self.lostThrough = request.lostThrough.map { Int64($0) }
         self.events = events
+        self.refused = (request.refused ?? []).map { Int64($0) }
     }
 }
 
@@ -204,6 +208,8 @@ struct UpOutcome: Codable, Sendable, Equatable {
     var reused: Int64
     /// Declared lost sequences recorded now (not held before).
     var lost: Int64
+    /// Declared refused sequences counted now (not held before).
+    var refused: Int64
 }
 
 /// What a publish appends: one delta `inbox.synced` listing and the message state it sets,

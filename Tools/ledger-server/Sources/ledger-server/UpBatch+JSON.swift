@@ -33,7 +33,12 @@ extension UpBatch: PostgresEncodable {
             out.writeStaticString(#","lostThrough":"#)
             out.writeDecimal(lostThrough)
         }
-        out.writeStaticString(#","events":["#)
+        out.writeStaticString(#","refused":["#)
+        for (i, seq) in refused.enumerated() {
+            if i > 0 { out.writeStaticString(",") }
+            out.writeDecimal(seq)
+        }
+        out.writeStaticString(#"],"events":["#)
         for (i, event) in events.enumerated() {
             if i > 0 { out.writeStaticString(",") }
             event.writeJSON(into: &out)

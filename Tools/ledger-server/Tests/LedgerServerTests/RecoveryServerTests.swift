@@ -13,6 +13,44 @@ import Testing
         return try SyncClient(ledger: ledger, configuration: c)
     }
 
+    /// An event the server refuses for its content never blocks the events after it (issue 40):
+    /// an app that raised `maxEventBytes` shares a 100 KiB note the server refuses (its payloads
+    /// are at most 64 KiB); the client skips it, declares it, and sends the next ones. Both
+    /// sides count it once, whatever the resends.
+    @Test func anEventTheServerRefusesIsSkippedDeclaredAndCountedOnBothSides() async throws {
+        try await withHarness { h in
+            let (_, url) = try await h.startServer()
+            let token = try await h.token("rita")
+            var options = LedgerOptions(role: "test")
+            options.maxEventBytes = 256 << 10
+            let path = h.directory + "/R"
+            let ledger = try Ledger(path: path, options: options)
+            let note = { (text: String) in NewEvent(type: "com.example.note", payload: Array(#"{"text":"\#(text)"}"#.utf8)) }
+            try ledger.append(note("before"))
+            try ledger.append(note(String(repeating: "x", count: 100 << 10)))  // sequence 2: over the server's 64 KiB
+            try ledger.append(note("after"))
+            try await ledger.append(.messageRead(ReadChange(ids: ["m1"], read: true)))
+            let sync = try client(ledger, path + ".sync-state", url, token)
+            let report = try await sync.syncOnce()
+            #expect(report.sent == 3 && report.eventsRefused == 1, "\(report)")
+            #expect(sync.status.eventsRefused == 1 && sync.status.error == nil)
+            let state = try await serverState(url, token: token)
+            #expect(state.deviceEvents == 3)
+            #expect(state.ledgers.first?.refused == 1 && (state.ledgers.first?.acked ?? 0) >= 4)
+            // Resent from the start (a lost acknowledgement): declared again, counted once.
+            let again = SyncWire.UpRequest(ledger: ledger.metadata.ledgerID, after: 0, through: 4, events: [], refused: [2])
+            let (status, _) = try await http("POST", url, "/v1/up", token: token, body: try JSONEncoder().encode(again))
+            #expect(status == 200)
+            #expect(try await serverState(url, token: token).ledgers.first?.refused == 1)
+            // What the server answers: 400 naming the event's sequence.
+            let refusedEvent = try #require(try await ledger.read { try $0.events(after: 1, limit: 1) }.first)
+            let alone = SyncWire.UpRequest(ledger: "R2", after: 0, through: 2, events: [SyncWire.UpEvent(refusedEvent)])
+            let (code, body) = try await http("POST", url, "/v1/up", token: token, body: try JSONEncoder().encode(alone))
+            #expect(code == 400)
+            #expect(try JSONDecoder().decode(SyncWire.ErrorBody.self, from: body).seq == 2)
+        }
+    }
+
     @Test func trimmedBeforeSentIsDeclaredLostAndRecorded() async throws {
         try await withHarness { h in
             let (_, url) = try await h.startServer()

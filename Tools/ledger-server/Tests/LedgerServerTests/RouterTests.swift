@@ -91,7 +91,7 @@ import Testing
                 ("a type with a space", .post, "/v1/up", try up(.init(ledger: "L", after: 0, through: 1, events: [spaced])), .badRequest,
                  "events[0].type"),
                 ("an invalid built-in payload", .post, "/v1/up", try up(.init(ledger: "L", after: 0, through: 1, events: [badPayload])), .badRequest,
-                 "events[0] (message.read)"),
+                 "events[0].data.ids (message.read)"),
                 ("an empty ledger id", .post, "/v1/up", try up(.init(ledger: "", after: 0, through: 1, events: [])), .badRequest, "ledger: must be"),
                 ("declared losses below after", .post, "/v1/up", try up(.init(ledger: "L", after: 2, through: 3, events: [], lostThrough: 1)),
                  .badRequest, "lostThrough (1) must be above after (2)"),

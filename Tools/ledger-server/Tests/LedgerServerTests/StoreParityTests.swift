@@ -146,7 +146,7 @@ struct StoreParityTests {
         return try await database.withConnection { c in
             var outcome: UpOutcome?
             for try await (acked, applied, changes, reused, lost) in try await c.query(call, logger: logger).decode((Int64, Int64, Int64, Int64, Int64).self) {
-                outcome = UpOutcome(acked: acked, applied: applied, changes: changes, reused: reused, lost: lost)
+                outcome = UpOutcome(acked: acked, applied: applied, changes: changes, reused: reused, lost: lost, refused: 0)
             }
             guard let outcome else { throw HarnessError(description: "ledger_up_v2 answered no row") }
             return outcome

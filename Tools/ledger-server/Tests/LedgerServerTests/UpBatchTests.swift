@@ -28,7 +28,7 @@ import Testing
             {"feed":[{"payload":"{\"ids\":[\"m4\"],\"read\":true}","type":"message.read"}],\#
             "payload":"{\"actionID\":\"a3\",\"kind\":\"markRead\",\"target\":\"m4\"}","reads":[{"id":"m4","read":true}],"seq":3,"time":3,"type":"widget.action"},\#
             {"base64":true,"key":"n-4","payload":"/gA=","seq":4,"time":4,"type":"com.example.note"}],\#
-            "ledger":"p1","maxLedgers":100,"through":5,"user":"ann","version":1}
+            "ledger":"p1","maxLedgers":100,"refused":[],"through":5,"user":"ann","version":1}
             """#
         #expect(json == expected)
         #expect(try JSONDecoder().decode(UpBatch.self, from: Data(json.utf8)) == batch)
@@ -41,7 +41,7 @@ import Testing
     /// backslashes, every control character, U+2028, astral scalars, slashes.
     @Test func theHandWrittenJSONIsTheEncodersDocument() throws {
         let nasty = "q\"b\\s/" + String((0..<0x20).map { Character(Unicode.Scalar(UInt8($0))) }) + "\u{2028}é😀"
-        var batches = [UpBatch(user: "ann", request: SyncWire.UpRequest(ledger: "p1", after: 3, through: 9, events: [], lostThrough: 7),
+        var batches = [UpBatch(user: "ann", request: SyncWire.UpRequest(ledger: "p1", after: 3, through: 9, events: [], lostThrough: 7, refused: [8, 9]),
                                events: [], maxLedgers: 100)]
         batches.append(UpBatch(user: nasty, request: SyncWire.UpRequest(ledger: nasty, after: 0, through: 2, events: [], lostThrough: nil), events: [
             UpBatch.Event(seq: 1, type: nasty, key: nasty, time: -1, payload: nasty, base64: false,
