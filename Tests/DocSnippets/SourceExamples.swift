@@ -11,6 +11,13 @@ import SwiftUI
 import UserNotifications
 #endif
 
+// IdentifierRule.swift
+func exampleIdentifierRule() {
+    let fine = IdentifierRule.problem("m42")          // nil
+    let refused = IdentifierRule.problem("e\u{301}")  // "is not in Unicode Normalization Form C …"
+    _ = (fine, refused)
+}
+
 // Ledger.swift
 func exampleLedger() throws {
     let ledger = try Ledger(path: "/tmp/inbox", options: LedgerOptions(role: "app"))

@@ -22,6 +22,9 @@ let package = Package(
         // TLS to PostgreSQL (the URL's sslmode); postgres-nio depends on it already.
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        // Metrics (docs/operations.md, "Watching the sync server"): swift-metrics' API, Prometheus's text format.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         .executableTarget(
@@ -36,6 +39,8 @@ let package = Package(
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         // A device in a process of its own, for the tests to kill (fault injection by environment).

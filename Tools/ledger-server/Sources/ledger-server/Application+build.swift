@@ -4,6 +4,7 @@ import InboxLedgerSync
 import Logging
 import NIOCore
 import PostgresNIO
+import Prometheus
 
 // The server composed, the pattern of the hummingbird-examples "todos" tutorial:
 // `buildApplication` makes the store (PostgreSQL) and the application around it, and
@@ -31,6 +32,8 @@ struct ServerSettings: Sendable {
     var ledgersPerUser = 100
     /// How tokens are verified (docs/sync.md, "Configuration").
     var identity: IdentityConfiguration
+    /// Where the metrics go (``ServerMetrics``), served at `GET /metrics`; nil: no metrics.
+    var metrics: PrometheusCollectorRegistry?
 
     /// The bounds the routes enforce.
     var requestLimits: RequestLimits {
@@ -47,7 +50,13 @@ func buildApplication(_ settings: ServerSettings, logger: Logger) async throws -
     let verifier = try await IdentityVerifier(configuration: settings.identity, logger: logger)
     logger.notice("database \(settings.database.description); \(verifier.summary)")
     let store = try await connectPostgresStore(settings, logger: logger)
-    let router = buildRouter(store, authenticator: TokenAuthenticator(verifier: verifier), limits: settings.requestLimits, logger: logger)
+    let metrics = settings.metrics.map { registry in
+        MetricsEndpoint(registry: registry) {
+            (store.longPolls.openPolls, store.database.connectionsInUse.load(ordering: .relaxed), store.database.isUp)
+        }
+    }
+    let router = buildRouter(store, authenticator: TokenAuthenticator(verifier: verifier), limits: settings.requestLimits,
+                             metrics: metrics, logger: logger)
     let host = settings.host
     let idle = TimeAmount.nanoseconds(Int64(settings.idleTimeout.components.seconds) * 1_000_000_000)
     return Application(
@@ -64,10 +73,16 @@ func buildApplication(_ settings: ServerSettings, logger: Logger) async throws -
 }
 
 /// The routes over `store`: `/healthz`, and the `/v1` endpoints behind `authenticator`, with
-/// ``ErrorAnswers`` turning every error into the protocol's answer.
+/// ``ErrorAnswers`` turning every error into the protocol's answer; with `metrics`, every
+/// request counted and timed by route and status (Hummingbird's `MetricsMiddleware`, outside
+/// the error answers so it sees their statuses) and `GET /metrics`.
 func buildRouter(_ store: some SyncStore, authenticator: TokenAuthenticator, limits: RequestLimits = RequestLimits(),
-                 logger: Logger) -> Router<LedgerRequestContext> {
+                 metrics: MetricsEndpoint? = nil, logger: Logger) -> Router<LedgerRequestContext> {
     let router = Router(context: LedgerRequestContext.self)
+    if let metrics {
+        router.add(middleware: MetricsMiddleware())
+        router.get("/metrics") { _, _ in metrics.response() }
+    }
     API(store: store, limits: limits, logger: logger).routes(router, authenticator: authenticator)
     return router
 }

@@ -4,7 +4,9 @@ import Hummingbird
 import Logging
 import NIOCore
 import InboxLedgerSync
+import Metrics
 import PostgresNIO
+import Prometheus
 
 /// `ledger-server`: the sync server of docs/sync.md.
 @main
@@ -133,6 +135,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Seconds a connection may stay without a request (also the time a request's headers may take).") var idleTimeout = 15
     @Option(help: "Long polls one user may hold open at once.") var longPollsPerUser = 16
     @Option(help: "Device ledgers one user may have.") var ledgersPerUser = 100
+    @ArgumentParser.Flag(inversion: .prefixedNo, help: "Metrics at GET /metrics, in Prometheus's text format (docs/operations.md, \"Watching the sync server\").")
+    var metrics = true
     @OptionGroup var secret: SecretOption
     @OptionGroup var identity: IdentityOptions
 
@@ -143,10 +147,16 @@ struct Serve: AsyncParsableCommand {
         guard let url = try setting.value(flag: databaseURL, "DATABASE_URL") else {
             throw ValidationError("the database is not configured: DATABASE_URL, DATABASE_URL_FILE or --database-url postgres://USER@HOST:PORT/DATABASE")
         }
-        let settings = ServerSettings(
+        var settings = ServerSettings(
             host: host, port: port, database: try DatabaseURL(url), maxBodyBytes: maxBody, connections: connections,
             databaseWait: .seconds(databaseWait), idleTimeout: .seconds(idleTimeout), longPollsPerUser: longPollsPerUser,
             ledgersPerUser: ledgersPerUser, identity: try identity.resolve(setting, developmentSecret: try secret.optional(setting)))
+        if metrics {
+            // The process's one metrics system: swift-metrics' calls (ours, Hummingbird's) go to the registry /metrics emits.
+            let registry = PrometheusCollectorRegistry()
+            MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+            settings.metrics = registry
+        }
         let app = try await buildApplication(settings, logger: log)
         try await app.runService()
     }

@@ -26,6 +26,8 @@ final class Database: Sendable {
     let health = Mutex<Health>(.up)
     /// How long a request waits for a pooled connection before it answers 503.
     let leaseTimeout: Duration
+    /// Pooled connections leased now (`ledger_db_connections_in_use`).
+    let connectionsInUse = Atomic<Int>(0)
 
     init(client: PostgresClient, address: String, connection: PostgresConnection.Configuration, logger: Logger,
          leaseTimeout: Duration = .seconds(10)) {
@@ -65,10 +67,14 @@ final class Database: Sendable {
     func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         if case .down(let reason) = health.withLock({ $0 }) { throw unavailable(reason) }
         let started = Flag()
+        let asked = ContinuousClock.now
         return try await withThrowingTaskGroup(of: LeaseOutcome<T>.self) { group in
             group.addTask {
                 .value(try await self.client.withConnection { c in
                     started.set()
+                    ServerMetrics.connectionWait(ContinuousClock.now - asked)
+                    self.connectionsInUse.add(1, ordering: .relaxed)
+                    defer { self.connectionsInUse.subtract(1, ordering: .relaxed) }
                     return try await body(c)
                 })
             }

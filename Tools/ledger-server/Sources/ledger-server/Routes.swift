@@ -78,8 +78,11 @@ struct API<Store: SyncStore>: Sendable {
         let claims = try authenticate(context, scope: .device)
         let body: SyncWire.UpRequest = try await decodeBody(request, context)
         let batch = UpBatch(user: claims.user, request: body, events: try validate(body), maxLedgers: limits.ledgersPerUser)
-        let outcome = try await store.up(batch)
+        let outcome = try await ServerMetrics.timing("up") { try await store.up(batch) }
         guard outcome.acked >= batch.through else { throw APIError(.internal, "the store answered no acknowledgement") }
+        ServerMetrics.feedEntries(outcome.changes)
+        ServerMetrics.upEvents(applied: outcome.applied, duplicates: batch.events.count - Int(outcome.applied), lost: outcome.lost,
+                               refused: outcome.refused)
         if outcome.changes > 0 { store.announce(claims.user) }  // after the commit: the long polls re-read
         return try Self.json(SyncWire.UpResponse(
             user: claims.user, ledger: body.ledger, acked: UInt64(outcome.acked), applied: Int(outcome.applied),
@@ -101,7 +104,7 @@ struct API<Store: SyncStore>: Sendable {
         let wait = Int(try Self.number(query[Substring(SyncWire.DownQuery.wait.rawValue)], name: SyncWire.DownQuery.wait.rawValue, default: 0,
                                        range: UInt64(SyncWire.Limits.longPollSeconds.lowerBound)...UInt64(SyncWire.Limits.longPollSeconds.upperBound)))
         let deadline = ContinuousClock.now + .seconds(wait)
-        var page = try await store.feed(user: claims.user, after: after, limit: limit)
+        var page = try await ServerMetrics.timing("feed") { try await store.feed(user: claims.user, after: after, limit: limit) }
         guard page.changes.isEmpty, wait > 0 else { return try Self.json(page) }
         // A long poll: bounded per user, woken by notifications, ended by the client leaving.
         let left = await ClientDisconnect.watch(context.channel)
@@ -116,7 +119,7 @@ struct API<Store: SyncStore>: Sendable {
                 gone.set()
                 self.longPolls.signal(ticket)
             }
-            page = try await store.feed(user: claims.user, after: after, limit: limit)
+            page = try await ServerMetrics.timing("feed") { try await store.feed(user: claims.user, after: after, limit: limit) }
             if !page.changes.isEmpty {
                 longPolls.disarm(ticket)
                 break
@@ -144,7 +147,8 @@ struct API<Store: SyncStore>: Sendable {
         }
         for (i, message) in body.messages.enumerated() { try Self.checkIdentifier(message.id, at: "messages[\(i)].id") }
         for (i, id) in (body.removed ?? []).enumerated() { try Self.checkIdentifier(id, at: "removed[\(i)]") }
-        let answer = try await store.publish(user: claims.user, request: body)
+        let answer = try await ServerMetrics.timing("publish") { try await store.publish(user: claims.user, request: body) }
+        ServerMetrics.feedEntries(1)
         store.announce(claims.user)  // after the commit
         return try Self.json(answer)
     }
