@@ -7,6 +7,7 @@
 #   SYNC_BENCH     which workloads, comma-separated (default up,ingest,down)
 #   CONNECTIONS    the server's PostgreSQL connections (default 16)
 #   PG_OPTIONS     extra PostgreSQL settings, space-separated (e.g. "commit_delay=200")
+#   SERVER_ARGS    extra ledger-server serve options, space-separated (e.g. "--no-metrics")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 (cd Tools/ledger-server && swift build -c release --product ledger-server >&2 && swift build -c release --product sync-bench >&2)
@@ -24,7 +25,8 @@ cleanup() {
 trap cleanup EXIT
 # shellcheck disable=SC2086  # PG_OPTIONS is a list of NAME=VALUE words
 PGPORT=$(scripts/sync-postgres.sh start "$DIR/postgres" "max_connections=200" ${PG_OPTIONS:-})
-"$BIN/ledger-server" serve --port 0 --connections "${CONNECTIONS:-16}" --database-url "postgres://ledger@127.0.0.1:$PGPORT/ledger" >"$DIR/server.log" 2>&1 &
+# shellcheck disable=SC2086  # SERVER_ARGS is a list of options
+"$BIN/ledger-server" serve --port 0 --connections "${CONNECTIONS:-16}" --database-url "postgres://ledger@127.0.0.1:$PGPORT/ledger" ${SERVER_ARGS:-} >"$DIR/server.log" 2>&1 &
 SERVER_PID=$!
 until grep -q "listening on" "$DIR/server.log"; do kill -0 "$SERVER_PID" || exit 1; sleep 0.1; done
 URL="http://$(grep -o 'listening on [0-9.:]*' "$DIR/server.log" | cut -d' ' -f3)"
