@@ -138,14 +138,23 @@ extension HTTPSyncTransport {
     /// timeout) and its result is dropped. A cancelled `POST /v1/up` may still be applied by
     /// the server — as when a connection drops after the server committed: the next batch
     /// resends it and the server counts it a duplicate.
+    ///
+    /// On Apple platforms, whose URLSession cancels cleanly, the transfer is cancelled too (its
+    /// connection is free at once); on Linux it is left to end: an abandoned long poll holds one
+    /// of the session's four connections for at most its wait.
     static func transfer(_ request: URLRequest, on session: URLSession) async throws -> (Data, URLResponse) {
         let waiter = TransferWaiter()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Data, URLResponse), any Error>) in
                 guard waiter.wait(continuation) else { return }  // cancelled before it began
-                Task.detached {
+                let transfer = Task.detached {
                     do { waiter.finish(.success(try await session.data(for: request))) } catch { waiter.finish(.failure(error)) }
                 }
+                #if canImport(Darwin)
+                waiter.cancelsTransfer(transfer)
+                #else
+                _ = transfer
+                #endif
             }
         } onCancel: {
             waiter.finish(.failure(CancellationError()))
@@ -166,6 +175,20 @@ final class TransferWaiter: Sendable {
     }
 
     private let state = Mutex<State>(.idle)
+    /// The transfer to cancel with the caller (Apple platforms only: ``HTTPSyncTransport/transfer(_:on:)``).
+    private let transfer = Mutex<Task<Void, Never>?>(nil)
+
+    /// Cancels `task` when the caller is cancelled (at once if it already was).
+    func cancelsTransfer(_ task: Task<Void, Never>) {
+        // Stored first, then the state read; ``finish(_:)`` sets the state first, then reads
+        // this: whichever runs second sees the other (cancelling an ended task does nothing).
+        transfer.withLock { $0 = task }
+        let done = state.withLock { state -> Bool in
+            if case .done = state { return true }
+            return false
+        }
+        if done { task.cancel() }
+    }
 
     /// Stores the continuation; false (and resumed with `CancellationError`) when the caller
     /// was cancelled before.
@@ -195,6 +218,7 @@ final class TransferWaiter: Sendable {
             }
         }
         continuation?.resume(with: outcome)
+        if case .failure(let error) = outcome, error is CancellationError { transfer.withLock { $0 }?.cancel() }
     }
 }
 
