@@ -119,18 +119,23 @@ import Glibc
         #expect(failure?.message.hasPrefix("TLS: the secure connection to 127.0.0.1:\(listener.port) failed") == true, "\(String(describing: failure))")
     }
 
-    @Test func aCancelledRequestEndsAtOnceAsCancelled() async throws {
-        let listener = try Listener()
-        defer { listener.stop() }
-        let transport = HTTPSyncTransport(server: try #require(URL(string: "http://127.0.0.1:\(listener.port)")), token: "t", timeoutSeconds: 3600)
-        let request = Task { () -> SyncError? in
+    /// A `GET /v1/down` in a task of its own: nil when answered, else its error.
+    static func fetching(_ transport: HTTPSyncTransport, waitSeconds: Int) -> Task<SyncError?, Never> {
+        Task {
             do throws(SyncError) {
-                _ = try await transport.fetch(after: 0, limit: 1, waitSeconds: 30)
+                _ = try await transport.fetch(after: 0, limit: 1, waitSeconds: waitSeconds)
                 return nil
             } catch {
                 return error
             }
         }
+    }
+
+    @Test func aCancelledRequestEndsAtOnceAsCancelled() async throws {
+        let listener = try Listener()
+        defer { listener.stop() }
+        let transport = HTTPSyncTransport(server: try #require(URL(string: "http://127.0.0.1:\(listener.port)")), token: "t", timeoutSeconds: 3600)
+        let request = Self.fetching(transport, waitSeconds: 30)
         try await Task.sleep(for: .milliseconds(100))
         request.cancel()
         let outcome = await request.value
@@ -149,14 +154,7 @@ import Glibc
         let transport = HTTPSyncTransport(server: try #require(URL(string: "http://127.0.0.1:\(listener.port)")), token: "t", timeoutSeconds: 60)
         var cancelled = 0, answered = 0
         for _ in 0..<1000 {
-            let request = Task { () -> SyncError? in
-                do throws(SyncError) {
-                    _ = try await transport.fetch(after: 0, limit: 1, waitSeconds: 0)
-                    return nil
-                } catch {
-                    return error
-                }
-            }
+            let request = Self.fetching(transport, waitSeconds: 0)
             try await Task.sleep(for: .microseconds(Int.random(in: 0...20_000)))
             request.cancel()
             switch await request.value {

@@ -48,4 +48,17 @@ import TestSupport
         try ledger.append(.messageRead(ReadChange(ids: ["é", "m-2"], read: true)), key: "k-é")
         #expect(try ledger.read { try $0.head() } == 2)
     }
+
+    /// The rule is the append's, not the reader's: an event an older library stored with such an
+    /// id still decodes (what replays, rebuilds and `verify` use), so upgrading never turns it
+    /// into a damaged record that stops every reader at it.
+    @Test func aStoredEventWithSuchAnIDStillDecodes() throws {
+        let payload = Array(#"{"ids":["m\u0000","e\u0301"],"read":true}"#.utf8)
+        guard case .messageRead(let change) = try DomainEvent.decode(type: "message.read", payload: payload) else {
+            Issue.record("not a read")
+            return
+        }
+        #expect(change.ids == [Self.nul.replacingOccurrences(of: "1", with: ""), Self.nfd])
+        #expect(throws: LedgerError.self) { try DomainEvent.messageRead(change).checkIdentifiers(index: 0) }
+    }
 }

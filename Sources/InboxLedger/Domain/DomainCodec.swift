@@ -6,12 +6,12 @@ struct FieldError: Error {
 }
 
 extension FieldError {
-    /// An id (message, action): 1–200 bytes, by ``IdentifierRule``.
+    /// An id (message, action): 1–200 bytes. (``IdentifierRule`` is checked at append only,
+    /// ``DomainEvent/checkIdentifiers(index:)``: events stored before it must still decode.)
     static func checkIdentifier(_ s: String, field: @autoclosure () -> String) throws(FieldError) {
         guard !s.isEmpty, s.utf8.count <= DomainLimits.maxIdentifierBytes else {
             throw FieldError(field: field(), reason: "must be 1–\(DomainLimits.maxIdentifierBytes) bytes")
         }
-        if let problem = IdentifierRule.problem(s) { throw FieldError(field: field(), reason: "\(String(reflecting: s)) \(problem)") }
     }
 }
 
@@ -251,10 +251,8 @@ extension WidgetAction: BuiltInPayload {
 
     func validate(at path: @autoclosure () -> String) throws(FieldError) {
         try FieldError.checkIdentifier(actionID, field: path() + ".actionID")
-        if kind == .markRead || kind == .openMessage {
-            // A message id: the identifier rule, not its length (a target was never limited).
-            guard let target, !target.isEmpty else { throw FieldError(field: path() + ".target", reason: "required for kind \(kind.rawValue)") }
-            if let problem = IdentifierRule.problem(target) { throw FieldError(field: path() + ".target", reason: "\(String(reflecting: target)) \(problem)") }
+        if kind == .markRead || kind == .openMessage, target?.isEmpty ?? true {
+            throw FieldError(field: path() + ".target", reason: "required for kind \(kind.rawValue)")
         }
         if kind == .custom, name?.isEmpty ?? true { throw FieldError(field: path() + ".name", reason: "required for kind custom") }
         if let payload { try EventJSON.checkEncodable(payload, field: path() + ".payload") }

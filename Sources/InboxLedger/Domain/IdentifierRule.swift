@@ -27,3 +27,36 @@ public enum IdentifierRule {
         return nil
     }
 }
+
+extension DomainEvent {
+    /// Refuses an event whose identifiers break ``IdentifierRule`` (message ids, action ids, a
+    /// `markRead`/`openMessage` target), naming the field as its payload's rules do. Called when
+    /// an event is **appended**, never when a stored one is read: an event an older library
+    /// stored with such an id still decodes, replays and rebuilds (a read-time check would turn
+    /// it into a damaged record, and stop every reader at it).
+    func checkIdentifiers(index: Int) throws(LedgerError) {
+        func check(_ id: String, _ field: @autoclosure () -> String) throws(LedgerError) {
+            if let problem = IdentifierRule.problem(id) {
+                throw .invalidEvent(index: index, field: field(), reason: "\(String(reflecting: id)) \(problem)")
+            }
+        }
+        switch self {
+        case .inboxSynced(let sync):
+            for (i, message) in sync.messages.enumerated() { try check(message.id, "data.messages[\(i)].id") }
+            for (i, id) in sync.removed.enumerated() { try check(id, "data.removed[\(i)]") }
+        case .messageRead(let change):
+            for (i, id) in change.ids.enumerated() { try check(id, "data.ids[\(i)]") }
+        case .messageRemoved(let removal):
+            for (i, id) in removal.ids.enumerated() { try check(id, "data.ids[\(i)]") }
+        case .widgetAction(let action):
+            try check(action.actionID, "data.actionID")
+            if action.kind == .markRead || action.kind == .openMessage, let target = action.target { try check(target, "data.target") }
+        case .actionCompleted(let completion):
+            try check(completion.actionID, "data.actionID")
+        case .pushReceived(let push):
+            try check(push.messageID, "data.messageID")  // a message it carries has the same id
+        case .badgeAdjusted, .custom:
+            return
+        }
+    }
+}

@@ -144,6 +144,7 @@ struct EventLog: Sendable {
         for (index, event) in events.enumerated() {
             try checkEnvelope(type: event.type, key: event.key, payloadCount: event.payload.count, roleBytes: roleBytes, index: index)
             let domain = try DomainEvent.decode(type: event.type, payload: event.payload, index: index)
+            try domain.checkIdentifiers(index: index)
             prepared.append(PreparedEvent(type: event.type, key: event.key, payload: event.payload, domain: domain))
         }
         return prepared
@@ -165,6 +166,7 @@ struct EventLog: Sendable {
             } else {
                 try event.validate(index: index)
             }
+            try domain.checkIdentifiers(index: index)
             let payload = event.canonicalPayload
             try checkEnvelope(type: type, key: key, payloadCount: payload.count, roleBytes: roleBytes, index: index)
             prepared.append(PreparedEvent(type: type, key: key, payload: payload, domain: domain))

@@ -33,17 +33,11 @@ extension UpBatch: PostgresEncodable {
             out.writeStaticString(#","lostThrough":"#)
             out.writeDecimal(lostThrough)
         }
-        out.writeStaticString(#","refused":["#)
-        for (i, seq) in refused.enumerated() {
-            if i > 0 { out.writeStaticString(",") }
-            out.writeDecimal(seq)
-        }
-        out.writeStaticString(#"],"events":["#)
-        for (i, event) in events.enumerated() {
-            if i > 0 { out.writeStaticString(",") }
-            event.writeJSON(into: &out)
-        }
-        out.writeStaticString("]}")
+        out.writeStaticString(#","refused":"#)
+        out.writeJSONArray(refused) { $0.writeDecimal($1) }
+        out.writeStaticString(#","events":"#)
+        out.writeJSONArray(events) { $1.writeJSON(into: &$0) }
+        out.writeStaticString("}")
     }
 }
 
@@ -63,9 +57,9 @@ extension UpBatch.Event {
         out.writeJSONString(payload)
         if base64 { out.writeStaticString(#","base64":true"#) }
         if !feed.isEmpty {
-            out.writeStaticString(#","feed":["#)
-            for (i, entry) in feed.enumerated() {
-                out.writeStaticString(i > 0 ? ",{" : "{")
+            out.writeStaticString(#","feed":"#)
+            out.writeJSONArray(feed) { out, entry in
+                out.writeStaticString("{")
                 if let type = entry.type {
                     out.writeStaticString(#""type":"#)
                     out.writeJSONString(type)
@@ -76,30 +70,34 @@ extension UpBatch.Event {
                 }
                 out.writeStaticString("}")
             }
-            out.writeStaticString("]")
         }
         if !reads.isEmpty {
-            out.writeStaticString(#","reads":["#)
-            for (i, read) in reads.enumerated() {
-                out.writeStaticString(i > 0 ? #",{"id":"# : #"{"id":"#)
+            out.writeStaticString(#","reads":"#)
+            out.writeJSONArray(reads) { out, read in
+                out.writeStaticString(#"{"id":"#)
                 out.writeJSONString(read.id)
                 out.writeStaticString(read.read ? #","read":true}"# : #","read":false}"#)
             }
-            out.writeStaticString("]")
         }
         if !removed.isEmpty {
-            out.writeStaticString(#","removed":["#)
-            for (i, id) in removed.enumerated() {
-                if i > 0 { out.writeStaticString(",") }
-                out.writeJSONString(id)
-            }
-            out.writeStaticString("]")
+            out.writeStaticString(#","removed":"#)
+            out.writeJSONArray(removed) { $0.writeJSONString($1) }
         }
         out.writeStaticString("}")
     }
 }
 
 extension ByteBuffer {
+    /// `[a,b,…]`, each element written by `element`.
+    fileprivate mutating func writeJSONArray<C: Collection>(_ items: C, _ element: (inout ByteBuffer, C.Element) -> Void) {
+        writeStaticString("[")
+        for (i, item) in items.enumerated() {
+            if i > 0 { writeStaticString(",") }
+            element(&self, item)
+        }
+        writeStaticString("]")
+    }
+
     /// An integer in decimal.
     fileprivate mutating func writeDecimal(_ value: Int64) {
         writeString(String(value))

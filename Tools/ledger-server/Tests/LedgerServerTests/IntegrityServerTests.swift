@@ -244,9 +244,8 @@ struct IntegrityServerTests {
             #expect(surrogate.status == 400)
             // Publish: ids and removals.
             for (body, field) in [
-                // (A message's own decoder applies the ledger's identifier rule: "messages[0]: data.id".)
-                (SyncWire.PublishRequest(messages: [InboxMessage(id: "p\u{0}", title: "x", sentAt: Timestamp(micros: 1))]), "messages[0]: data.id"),
-                (SyncWire.PublishRequest(messages: [InboxMessage(id: nfd, title: "x", sentAt: Timestamp(micros: 1))]), "messages[0]: data.id"),
+                (SyncWire.PublishRequest(messages: [InboxMessage(id: "p\u{0}", title: "x", sentAt: Timestamp(micros: 1))]), "messages[0].id"),
+                (SyncWire.PublishRequest(messages: [InboxMessage(id: nfd, title: "x", sentAt: Timestamp(micros: 1))]), "messages[0].id"),
                 (SyncWire.PublishRequest(messages: [], removed: ["r\u{0}"]), "removed[0]"),
             ] {
                 let (status, data) = try await http("POST", url, "/v1/publish", token: backend, body: try JSONEncoder().encode(body))
