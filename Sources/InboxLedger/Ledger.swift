@@ -74,8 +74,20 @@ public final class Ledger: Sendable, LedgerAccessing {
         if writeRefusal == nil, metadata.projectionVersion < ProjectionRules.version { try upgradeProjections() }
         // Before this handle appends: events already stored under a later built-in name stay custom.
         if writeRefusal == nil { try recordBuiltInTypes() }
-        // The app's projections whose stored version is older (or that are new) are built now.
-        if writeRefusal == nil { try buildAppProjections() }
+        // The app's projections: records of new versions created (no event applied here), the
+        // builds left to the builder (docs/apps.md, "Upgrading a projection").
+        if options.projectionBuilds == .inBackground {
+            projections.builder.bind { [weak access] () throws(LedgerError) -> Bool in
+                guard let access else { return false }
+                try AppProjectionBuild(access: access).run()
+                return true
+            }
+        }
+        if writeRefusal == nil {
+            let build = AppProjectionBuild(access: access)
+            try build.prepare()
+            if try build.isDue() { projections.builder.schedule() }
+        }
     }
 
     /// The features of the handle: each a value holding its internals (``LedgerAccess``).

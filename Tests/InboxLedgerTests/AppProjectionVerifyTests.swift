@@ -44,7 +44,7 @@ import LMDB
     func storedRow(_ path: String, _ key: String) throws -> AppProjectionRow {
         let env = try environment(path)
         let table = try RawProjectionTable(env, .apps)
-        let bytes = try #require(try env.read { try $0.get(table, key: AppProjectionKeys.row(TaskList.name, key)) })
+        let bytes = try #require(try env.read { try $0.get(table, key: AppProjectionSpace(TaskList.self).row(key)) })
         return try #require(AppProjectionRow.decode(bytes))
     }
 
@@ -82,7 +82,7 @@ import LMDB
         changed.title = "forged"
         let json = try AppProjectionJSON.encode(changed, projection: TaskList.name)
         try damage(path) { txn, table in
-            try txn.put(table, key: AppProjectionKeys.row(TaskList.name, "t3"), value: AppProjectionRow.encode(order: row.order, json: json))
+            try txn.put(table, key: AppProjectionSpace(TaskList.self).row("t3"), value: AppProjectionRow.encode(order: row.order, json: json))
         }
         let plain = try Ledger(path: path, options: LedgerOptions(role: "cli"))
         #expect(try plain.maintenance.verify().isHealthy, "without the app's code only the structure is checked")
@@ -102,9 +102,9 @@ import LMDB
         // A row removed with its index entry, and the record's count lowered: structurally whole.
         let row = try storedRow(path, "t5")
         try damage(path) { txn, table in
-            _ = try txn.delete(table, key: AppProjectionKeys.row(TaskList.name, "t5"))
-            _ = try txn.delete(table, key: AppProjectionKeys.order(TaskList.name, row.order, "t5"))
-            let metaKey = AppProjectionKeys.meta(TaskList.name)
+            _ = try txn.delete(table, key: AppProjectionSpace(TaskList.self).row("t5"))
+            _ = try txn.delete(table, key: AppProjectionSpace(TaskList.self).order(row.order, "t5"))
+            let metaKey = AppProjectionSpace(TaskList.self).record
             var meta = try AppProjectionMeta.decode(try #require(try txn.get(table, key: metaKey)), path: path)
             meta.rows -= 1
             try txn.put(table, key: metaKey, value: try meta.encoded())
@@ -115,9 +115,9 @@ import LMDB
 
         // Restored by hand, then the document changed.
         try damage(path) { txn, table in
-            try txn.put(table, key: AppProjectionKeys.row(TaskList.name, "t5"), value: AppProjectionRow.encode(order: row.order, json: Array(row.json)))
-            try txn.put(table, key: AppProjectionKeys.order(TaskList.name, row.order, "t5"), value: Array("t5".utf8))
-            let metaKey = AppProjectionKeys.meta(TaskList.name)
+            try txn.put(table, key: AppProjectionSpace(TaskList.self).row("t5"), value: AppProjectionRow.encode(order: row.order, json: Array(row.json)))
+            try txn.put(table, key: AppProjectionSpace(TaskList.self).order(row.order, "t5"), value: Array("t5".utf8))
+            let metaKey = AppProjectionSpace(TaskList.self).record
             var meta = try AppProjectionMeta.decode(try #require(try txn.get(table, key: metaKey)), path: path)
             meta.rows += 1
             try txn.put(table, key: metaKey, value: try meta.encoded())
@@ -125,7 +125,7 @@ import LMDB
         let restored = try app.maintenance.verify()
         #expect(restored.isHealthy, "\(restored.findings)")
         try damage(path) { txn, table in
-            try txn.put(table, key: AppProjectionKeys.document(TaskList.name), value: Array(#"{"done":4,"open":99}"#.utf8))
+            try txn.put(table, key: AppProjectionSpace(TaskList.self).document, value: Array(#"{"done":4,"open":99}"#.utf8))
         }
         let problem = try #require(problems(try app.maintenance.verify()).first)
         #expect(problem.hasPrefix("the document differs from a rebuild"), "\(problem)")
@@ -142,11 +142,11 @@ import LMDB
         try damage(path) { txn, table in
             // A row whose JSON is cut short, an index entry deleted, a row without its 0x01 header,
             // an index entry naming a row that does not exist, a document that is not JSON.
-            try txn.put(table, key: AppProjectionKeys.row(TaskList.name, "t0"), value: AppProjectionRow.encode(order: [], json: Array(#"{"title":"#.utf8)))
-            _ = try txn.delete(table, key: AppProjectionKeys.order(TaskList.name, t2.order, "t2"))
-            try txn.put(table, key: AppProjectionKeys.row(TaskList.name, "t6"), value: [0x02] + Array(t6.json))
-            try txn.put(table, key: AppProjectionKeys.order(TaskList.name, [0x10, 0x00], "ghost"), value: Array("ghost".utf8))
-            try txn.put(table, key: AppProjectionKeys.document(TaskList.name), value: Array("open=3".utf8))
+            try txn.put(table, key: AppProjectionSpace(TaskList.self).row("t0"), value: AppProjectionRow.encode(order: [], json: Array(#"{"title":"#.utf8)))
+            _ = try txn.delete(table, key: AppProjectionSpace(TaskList.self).order(t2.order, "t2"))
+            try txn.put(table, key: AppProjectionSpace(TaskList.self).row("t6"), value: [0x02] + Array(t6.json))
+            try txn.put(table, key: AppProjectionSpace(TaskList.self).order([0x10, 0x00], "ghost"), value: Array("ghost".utf8))
+            try txn.put(table, key: AppProjectionSpace(TaskList.self).document, value: Array("open=3".utf8))
         }
         let plain = try Ledger(path: path, options: LedgerOptions(role: "cli"))
         for ledger in [plain, app] {
@@ -171,21 +171,21 @@ import LMDB
         try populate(app)
         let head = try app.read({ try $0.head() })
         try damage(path) { txn, table in
-            let metaKey = AppProjectionKeys.meta(TaskList.name)
+            let metaKey = AppProjectionSpace(TaskList.self).record
             var meta = try AppProjectionMeta.decode(try #require(try txn.get(table, key: metaKey)), path: path)
             meta.rows += 2
             meta.appliedThrough = head + 5
             try txn.put(table, key: metaKey, value: try meta.encoded())
             // Another projection's record that is not JSON, and state of a projection without one.
-            try txn.put(table, key: AppProjectionKeys.meta("broken"), value: Array("{".utf8))
-            try txn.put(table, key: AppProjectionKeys.document("orphan"), value: Array("{}".utf8))
+            try txn.put(table, key: AppProjectionSpace(name: "broken", version: 1).record, value: Array("{".utf8))
+            try txn.put(table, key: AppProjectionSpace(name: "orphan", version: 1).document, value: Array("{}".utf8))
         }
         let report = try Ledger(path: path, options: LedgerOptions(role: "cli")).maintenance.verify()
         let found = problems(report)
         #expect(found.contains("its record counts 13 rows, the table holds 11"), "\(found)")
         #expect(found.contains("its record is applied through \(head + 5), past the head \(head)"), "\(found)")
         #expect(report.findings.contains { if case .appProjection("broken", let p) = $0 { p.hasPrefix("its record does not decode") } else { false } })
-        #expect(report.findings.contains(.appProjection(name: "orphan", problem: "the table holds its state but no record")))
+        #expect(report.findings.contains(.appProjection(name: "orphan", problem: "the table holds its state but no record (version 1)")))
     }
 
     @Test func aTrimmedLogIsRebuiltFromTheSnapshotThatHoldsTheProjection() throws {
@@ -223,7 +223,7 @@ import LMDB
         changed.day = 3
         let json = try AppProjectionJSON.encode(changed, projection: TaskList.name)
         try damage(path) { txn, table in
-            try txn.put(table, key: AppProjectionKeys.row(TaskList.name, "t20"), value: AppProjectionRow.encode(order: row.order, json: json))
+            try txn.put(table, key: AppProjectionSpace(TaskList.self).row("t20"), value: AppProjectionRow.encode(order: row.order, json: json))
         }
         let forged = try app.maintenance.verify()
         #expect(problems(forged).first?.hasPrefix("row 't20' differs from a rebuild") == true, "\(forged.findings)")
@@ -266,6 +266,7 @@ import LMDB
         try plain.append(TaskDone(id: "t30"))
         // Version 2 is built from what the log still holds (after the trim).
         let v2 = try Ledger(path: path, options: options("app", [TaskListV2.self]))
+        try v2.projections.build()
         let info = try #require(try v2.projections.list().first)
         let first = try v2.read({ try $0.firstSequence() })
         #expect(info.version == 2 && info.builtFrom == first - 1)
@@ -289,20 +290,21 @@ import LMDB
         // the record says `clearing`, part of the state is gone, the rest is still there.
         let t4 = try storedRow(path, "t4")
         try damage(path) { txn, table in
-            let metaKey = AppProjectionKeys.meta(TaskList.name)
+            let metaKey = AppProjectionSpace(TaskList.self).record
             var meta = try AppProjectionMeta.decode(try #require(try txn.get(table, key: metaKey)), path: path)
             meta.status = .clearing
             meta.rows = 0
             try txn.put(table, key: metaKey, value: try meta.encoded())
-            _ = try txn.delete(table, key: AppProjectionKeys.document(TaskList.name))
-            _ = try txn.delete(table, key: AppProjectionKeys.order(TaskList.name, t4.order, "t4"))
+            _ = try txn.delete(table, key: AppProjectionSpace(TaskList.self).document)
+            _ = try txn.delete(table, key: AppProjectionSpace(TaskList.self).order(t4.order, "t4"))
         }
         let plain = try Ledger(path: path, options: LedgerOptions(role: "cli"))
         let report = try plain.maintenance.verify()
         #expect(report.isHealthy, "\(report.findings)")
         #expect(try plain.projections.list().first?.status == "clearing")
-        // The app's next writable opening clears what is left and builds it again.
+        // The app's next writable handle clears what is left and builds it again.
         let app = try Ledger(path: path, options: options("app"))
+        try app.projections.build()
         #expect(try app.read({ try $0.projection(TaskList.self).rows() }) == rows)
         let rebuilt = try app.maintenance.verify()
         #expect(rebuilt.isHealthy, "\(rebuilt.findings)")
@@ -333,11 +335,13 @@ import LMDB
         let rows = try env.database("counters")
         let table: [UInt8] = [0x00, 0x08]
         try env.read { txn in
-            let row = try txn.get(rows, key: table + name + [0x00, UInt8(ascii: "R")] + Array("t0".utf8))
+            // Version 1's space: `name ‖ 0x01 ‖ "1" ‖ 0x00`; its record `0x00 ‖ name ‖ 0x01 ‖ "1"`.
+            let space = table + name + [0x01, UInt8(ascii: "1"), 0x00]
+            let row = try txn.get(rows, key: space + [UInt8(ascii: "R")] + Array("t0".utf8))
             #expect(row == [0x01, 0x00, 0x12] + order + Array(#"{"day":0,"done":false,"title":"Milk"}"#.utf8))
-            #expect(try txn.get(rows, key: table + name + [0x00, UInt8(ascii: "O")] + order + Array("t0".utf8)) == Array("t0".utf8))
-            #expect(try txn.get(rows, key: table + name + [0x00, UInt8(ascii: "D")]) == Array(#"{"done":0,"open":1}"#.utf8))
-            let record = try #require(try txn.get(rows, key: table + [0x00] + name))
+            #expect(try txn.get(rows, key: space + [UInt8(ascii: "O")] + order + Array("t0".utf8)) == Array("t0".utf8))
+            #expect(try txn.get(rows, key: space + [UInt8(ascii: "D")]) == Array(#"{"done":0,"open":1}"#.utf8))
+            let record = try #require(try txn.get(rows, key: table + [0x00] + name + [0x01, UInt8(ascii: "1")]))
             #expect(String(decoding: record, as: UTF8.self) == #"{"appliedThrough":1,"builtFrom":0,"eventTypes":["com.example.task-added","com.example.task-done","com.example.task-removed"],"name":"com.example.tasks","rows":1,"status":"ready","version":1}"#)
         }
     }

@@ -28,10 +28,12 @@ import TestSupport
     /// What the `app-projections` table's keys start with in the row tree `counters`, where
     /// format 3 keeps it (docs/format.md, "The projection tables in two trees").
     let tablePrefix: [UInt8] = [0x00, 0x08]
-    /// The stored key of the task list's row `key`: the table's `name ‖ 0x00 ‖ "R" ‖ key`
-    /// (docs/format.md, "App projections") under the table's prefix.
-    func rowKey(_ key: String) -> [UInt8] { tablePrefix + Array(TaskList.name.utf8) + [0x00, UInt8(ascii: "R")] + Array(key.utf8) }
-    var orderPrefix: [UInt8] { tablePrefix + Array(TaskList.name.utf8) + [0x00, UInt8(ascii: "O")] }
+    /// Where version 1 of the task list is stored: `name ‖ 0x01 ‖ "1" ‖ 0x00` (docs/format.md,
+    /// "App projections") under the table's prefix.
+    var space: [UInt8] { tablePrefix + Array(TaskList.name.utf8) + [0x01, UInt8(ascii: "1"), 0x00] }
+    /// The stored key of the task list's row `key`: the space's `"R" ‖ key`.
+    func rowKey(_ key: String) -> [UInt8] { space + [UInt8(ascii: "R")] + Array(key.utf8) }
+    var orderPrefix: [UInt8] { space + [UInt8(ascii: "O")] }
 
     /// Changes the table behind the ledger's back, in one raw LMDB write (`counters`, which holds it).
     func damage(_ path: String, _ body: (Transaction, Database) throws -> Void) throws {
@@ -231,7 +233,7 @@ import TestSupport
         let path = dir.child("l")
         try makeLedger(path)
         try damage(path) { txn, table in
-            try txn.put(table, key: tablePrefix + [0x00] + Array(TaskList.name.utf8), value: Array(#"{"name":"#.utf8))
+            try txn.put(table, key: tablePrefix + [0x00] + Array(TaskList.name.utf8) + [0x01, UInt8(ascii: "1")], value: Array(#"{"name":"#.utf8))
         }
         let text = try ledger("inspect", path)
         #expect(text.status == 0, "\(text.stderr)")

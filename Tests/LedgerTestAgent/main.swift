@@ -678,15 +678,18 @@ func taskActor(dir: String, role: String, version: Int, seed: UInt64, ackPath: S
     say("appended \(batches) suspensions \(suspensions.value) suspended-calls \(refusedWhileSuspended.value)")
 }
 
-/// Opens the ledger writable with task-list VERSION registered — its build runs in the
-/// opening — and prints "open STATUS APPLIEDTHROUGH".
+/// Opens the ledger writable with task-list VERSION registered, runs its build
+/// (`ledger.projections.build()`: what a host app calls), and prints "open STATUS APPLIEDTHROUGH"
+/// of that version's record.
 func taskOpen(dir: String, version: Int, durability: String) {
     var options = LedgerOptions(role: "app")
     options.durability = LedgerDurability(rawValue: durability) ?? .durable
     options.projections = taskProjections(version)
+    options.projectionBuilds = .whenAsked
     do {
         let ledger = try Ledger(path: dir, options: options)
-        guard let info = try ledger.projections.list().first(where: { $0.name == TaskList.name }) else { die("no record after the build") }
+        try ledger.projections.build()
+        guard let info = try ledger.projections.list().first(where: { $0.name == TaskList.name && $0.version == version }) else { die("no record after the build") }
         say("open \(info.status) \(info.appliedThrough)")
     } catch {
         die("task-open: \(error)")

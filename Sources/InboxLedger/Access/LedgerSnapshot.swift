@@ -19,6 +19,13 @@ public struct LedgerSnapshot {
     /// plain read: nothing to collect, nothing allocated).
     let expiry: SnapshotExpiry?
 
+    /// Notes, for an observation, that what was read changes soon without the head moving (a
+    /// projection being built or caught up).
+    func refreshSoon() {
+        guard let expiry else { return }
+        expiry.refresh(at: Timestamp(micros: access.options.clock.now().micros + SnapshotExpiry.buildRefreshMicros))
+    }
+
     /// The sequence number of the last event ever appended (0 for an empty ledger): the head to
     /// pass to ``AppendRequest/expectedHead`` when deciding on what this snapshot shows.
     public func head() throws(LedgerError) -> UInt64 {
@@ -127,6 +134,10 @@ extension LedgerSnapshot: Sendable {}
 /// The earliest moment a value read from a snapshot stops being true without a commit (a
 /// message's expiry): what ``LedgerObservation`` waits for besides commits.
 final class SnapshotExpiry {
+    /// How soon an observation looks again at a projection being built or caught up (whose
+    /// steps do not move the head it waits on).
+    static let buildRefreshMicros: Int64 = 100_000
+
     private(set) var moment: Timestamp?
 
     /// Notes that a value read changes by itself at `moment` (nil: never).

@@ -26,6 +26,10 @@ public struct ProjectionContents<P: LedgerProjection>: Sendable, Equatable {
     public var rowCount: Int
     /// The log's head the state reflects.
     public var head: UInt64
+    /// How many events after ``head`` the state does not reflect yet: 0 unless more events
+    /// than a read replays (2,000) were appended by processes that do not keep this projection
+    /// and no builder has stored them yet (docs/semantics.md, "App projections": bounded catch-up).
+    public var behind: UInt64 = 0
 
     /// Whether `other` holds the same document, rows and row count (whatever its head).
     public func sameState(as other: ProjectionContents<P>) -> Bool {
@@ -46,7 +50,11 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
     private let reader: AppProjectionReader
     /// How many rows the projection holds (its record's count, with the replayed events').
     private let rowCount: Int
-    private let head: UInt64
+    /// The log's head the state reflects (the snapshot's head unless ``behind`` is not 0).
+    public let head: UInt64
+    /// How many events of the snapshot's log after ``head`` the state does not reflect yet
+    /// (``ProjectionContents/behind``).
+    public let behind: UInt64
 
     /// The row under `key` (nil: none).
     public func row(_ key: String) throws(LedgerError) -> P.Row? {
@@ -90,56 +98,51 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
     /// print(state.document.open, state.rows.map(\.row.title))
     /// ```
     public func contents(limit: Int = .max) throws(LedgerError) -> ProjectionContents<P> {
-        ProjectionContents(document: try document(), rows: try rows(limit: limit), rowCount: rowCount, head: head)
+        ProjectionContents(document: try document(), rows: try rows(limit: limit), rowCount: rowCount, head: head, behind: behind)
     }
 
     /// `P`'s state in `snapshot`: the stored state, with the events appended since by processes
-    /// that do not keep it applied in memory replayed in memory (never written by a read).
+    /// that do not keep it replayed in memory (never written by a read) — at most
+    /// ``AppProjectionBounds/catchUp`` of them: past that, the state is as far as they reach,
+    /// and ``behind`` says by how much.
     init(_: P.Type, in snapshot: LedgerSnapshot) throws(LedgerError) {
         let access = snapshot.access
         let path = access.path
-        guard let registered = access.log.projections.projection(named: P.name), registered.type == ObjectIdentifier(P.self) else {
+        let registry = access.log.projections
+        guard let registered = registry.projection(named: P.name), registered.type == ObjectIdentifier(P.self) else {
             throw .projectionUnavailable(name: P.name, reason: "\(P.self) is not registered by this handle (LedgerOptions.projections)")
         }
         let tables = snapshot.tables
-        let cache = access.log.projections.cache
-        (reader, rowCount, head) = try snapshot.run("read projection") {
-            guard let metaBytes = try tables.projections.get(.apps, AppProjectionKeys.meta(P.name)) else {
-                throw LedgerError.projectionUnavailable(name: P.name, reason: "it has not been built yet: open the ledger writable once with it registered")
-            }
-            var meta = try cache.meta(P.name, metaBytes, path: path)
-            guard meta.version == P.version else {
-                throw LedgerError.projectionUnavailable(name: P.name, reason: "the ledger holds version \(meta.version), this process registers version \(P.version)"
-                    + (meta.version > P.version ? " (a newer app built it: update this process)" : " (a writable opening with it registered rebuilds it)"))
+        let cache = registry.cache
+        (reader, rowCount, head, behind) = try snapshot.run("read projection") {
+            guard var meta = try AppProjectionTable.meta(P.name, version: P.version, in: tables.projections, path: path, cache: cache) else {
+                let newest = try AppProjectionTable.versions(of: P.name, in: tables.projections, path: path).map(\.version).max()
+                if let newest, newest > P.version {
+                    throw LedgerError.projectionUnavailable(name: P.name, reason: "the ledger holds version \(newest), this process registers version \(P.version) (a newer app built it: update this process)")
+                }
+                throw LedgerError.projectionUnavailable(name: P.name, reason: "version \(P.version) has not been built yet" + (newest.map { " (the ledger holds version \($0))" } ?? "")
+                    + ": a writable handle that registers it starts its build when it opens")
             }
             switch meta.status {
             case .ready: break
             case .building, .clearing:
+                snapshot.refreshSoon()  // a build's steps do not move the head: an observation looks again
                 throw LedgerError.projectionBuilding(name: P.name, through: meta.appliedThrough)
             case .failed:
                 throw LedgerError.projectionUnavailable(name: P.name, reason: meta.failure ?? "it failed")
             }
             let head = try tables.head()
-            if meta.appliedThrough == head {
-                return (AppProjectionReader(store: tables.projections, name: P.name, path: path, cache: cache), meta.rows, head)
+            if meta.appliedThrough >= head {
+                return (AppProjectionReader(store: tables.projections, space: AppProjectionSpace(meta), path: path, cache: cache), meta.rows, head, 0)
             }
-            // Events appended by processes without this version: applied here, in memory.
+            // Events appended by processes without this version: applied here, in memory, up to the bound.
             let overlay = OverlayStore(base: tables.projections)
-            var after = meta.appliedThrough
-            while after < head {
-                let events = try access.log.projections.upcast(tables.events.events(after: after, limit: 1000))
-                guard let last = events.last else { break }
-                do {
-                    let changes = try registered.stage(events, AppProjectionReader(store: overlay, name: P.name, path: path))
-                    try AppProjectionTable.write(changes, name: P.name, into: overlay, rows: &meta.rows)
-                } catch let error as LedgerError {
-                    // The event is in the log already: the next append of this handle records the failure.
-                    guard let failure = AppProjectionMeta.failure(error) else { throw error }
-                    throw LedgerError.projectionUnavailable(name: P.name, reason: failure)
-                }
-                after = last.sequence
+            _ = try registered.catchUp(&meta, through: head, limit: AppProjectionBounds.catchUp, in: tables, into: overlay, registry: registry, cache: nil)
+            if meta.appliedThrough < head {
+                if access.store.writeRefusal == nil { registry.builder.schedule() }  // a writable handle stores the rest
+                snapshot.refreshSoon()
             }
-            return (AppProjectionReader(store: overlay, name: P.name, path: path), meta.rows, head)
+            return (AppProjectionReader(store: overlay, space: AppProjectionSpace(meta), path: path), meta.rows, meta.appliedThrough, head - meta.appliedThrough)
         }
     }
 }

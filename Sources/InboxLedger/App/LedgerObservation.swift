@@ -65,20 +65,25 @@ public struct LedgerObservation<Value: Sendable>: Sendable {
                         do throws(LedgerError) {
                             // The head is read in the value's snapshot: a commit after it is seen
                             // by the wait below at once, never lost.
-                            let (seen, current, refresh) = try await access.offPool { () throws(LedgerError) in
+                            // A read that fails may still name a moment to look again (a projection being built).
+                            let (outcome, refresh) = try await access.offPool { () throws(LedgerError) in
                                 let expiry = SnapshotExpiry()
-                                let (seen, current) = try access.readSnapshot({ snapshot in (try snapshot.head(), try value(snapshot)) }, expiry: expiry)
-                                return (seen, current, expiry.moment)
+                                let outcome = Result { () throws(LedgerError) in
+                                    try access.readSnapshot({ snapshot in (try snapshot.head(), try value(snapshot)) }, expiry: expiry)
+                                }
+                                return (outcome, expiry.moment)
                             }
-                            head = seen
                             refreshAt = refresh
+                            let (seen, current) = try outcome.get()
+                            head = seen
                             if let last, let same, same(last, current) {} else {
                                 continuation.yield(current)
                                 last = current
                             }
                         } catch where error.isTransient {
-                            // Suspended, or a writer stopped: nothing to show yet; the wait
-                            // below resumes with the next change after it ends.
+                            // Suspended, a writer stopped, a projection being built: nothing to
+                            // show yet; the wait below resumes with the next change after it
+                            // ends (or the moment the read named).
                         }
                         try await Self.waitForChange(access, after: head, orUntil: refreshAt)
                     }

@@ -9,10 +9,11 @@ struct AnyAppProjection: Sendable {
     let name: String
     let version: Int
     let eventTypes: Set<String>
-    /// Applies `events` (those of ``eventTypes``) to the state `reader` reads, in memory;
-    /// throws ``LedgerError/projectionRejected(name:sequence:type:reason:)`` and changes nothing
-    /// when an apply throws or the state cannot be encoded.
-    let stage: @Sendable (_ events: [Event], _ reader: AppProjectionReader) throws(LedgerError) -> AppProjectionChanges
+    /// Applies `events` (those of ``eventTypes``) to the state `reader` reads, in memory, as
+    /// `context` says they are seen; throws ``LedgerError/projectionRejected(name:sequence:type:reason:)``
+    /// and changes nothing when an apply throws or the state cannot be stored (no JSON form,
+    /// a row or document past its limit).
+    let stage: @Sendable (_ events: [Event], _ reader: AppProjectionReader, _ context: ProjectionApplyContext) throws(LedgerError) -> AppProjectionChanges
     /// The type it was made from (two registrations of one name must be one type).
     let typeName: String
     let type: ObjectIdentifier
@@ -23,8 +24,8 @@ struct AnyAppProjection: Sendable {
         eventTypes = P.eventTypes
         typeName = String(reflecting: P.self)
         type = ObjectIdentifier(P.self)
-        stage = { (events: [Event], reader: AppProjectionReader) throws(LedgerError) -> AppProjectionChanges in
-            var update = try ProjectionUpdate<P>(stored: reader)
+        stage = { (events: [Event], reader: AppProjectionReader, context: ProjectionApplyContext) throws(LedgerError) -> AppProjectionChanges in
+            var update = try ProjectionUpdate<P>(stored: reader, context: context)
             let before = update.document
             var last: Event?
             for event in events where P.eventTypes.contains(event.baseType) {
@@ -35,6 +36,7 @@ struct AnyAppProjection: Sendable {
                     throw .projectionRejected(name: P.name, sequence: event.sequence, type: event.type, reason: reason)
                 }
             }
+            func refuse(_ reason: String) -> LedgerError { .projectionRejected(name: P.name, sequence: last?.sequence, type: last?.type, reason: reason) }
             var changes = AppProjectionChanges()
             // The keys sorted as a [String], not the (key, row) pairs: a sort over a type that
             // depends on P runs unspecialized (value-witness copies per comparison), ~44,000
@@ -45,10 +47,12 @@ struct AnyAppProjection: Sendable {
                 guard let row = update.changed[key] ?? nil else { changes.rows.append((key, nil)); continue }
                 let order = P.order(of: row, key: key)?.bytes ?? []
                 guard order.count <= AppProjectionKeys.maxOrderBytes else {
-                    throw .projectionRejected(name: P.name, sequence: last?.sequence, type: last?.type,
-                                              reason: "the order of row '\(key)' encodes to \(order.count) bytes, more than \(AppProjectionKeys.maxOrderBytes)")
+                    throw refuse("the order of row '\(key)' encodes to \(order.count) bytes, more than \(AppProjectionKeys.maxOrderBytes)")
                 }
                 let json = try AppProjectionJSON.encode(row, projection: P.name, sequence: last?.sequence, type: last?.type)
+                guard json.count <= AppProjectionKeys.maxRowBytes else {
+                    throw refuse("row '\(key)' encodes to \(json.count) bytes of JSON, more than \(AppProjectionKeys.maxRowBytes)")
+                }
                 let value = AppProjectionRow.encode(order: order, json: json)
                 reader.cache?.store(P.name, key, value, row)  // the next read of these bytes needs no decoding
                 changes.rows.append((key, value))
@@ -56,6 +60,9 @@ struct AnyAppProjection: Sendable {
             let unstored = try !reader.hasDocument()
             if last != nil, update.document != before || unstored {
                 let document = try AppProjectionJSON.encode(update.document, projection: P.name, sequence: last?.sequence, type: last?.type)
+                guard document.count <= AppProjectionKeys.maxDocumentBytes else {
+                    throw refuse("the document encodes to \(document.count) bytes of JSON, more than \(AppProjectionKeys.maxDocumentBytes)")
+                }
                 reader.cache?.store(P.name, "", document, update.document)
                 changes.document = document
             }

@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 /// The projections a handle registers (``LedgerOptions/projections``), checked once at open,
 /// and the upcasters its events are read through.
 struct AppProjectionRegistry: Sendable {
@@ -5,6 +10,8 @@ struct AppProjectionRegistry: Sendable {
     let upcasters: [EventUpcaster]
     /// The handle's decoded values (its reads and its appends' staging share it).
     let cache = AppProjectionCache()
+    /// The handle's background builds (``LedgerOptions/projectionBuilds``).
+    let builder = ProjectionBuilder()
 
     static let empty = AppProjectionRegistry(projections: [], upcasters: [])
 
@@ -45,21 +52,54 @@ extension LedgerProjection {
 }
 
 extension AnyAppProjection {
-    /// Applies `events` — already in the log — to the stored state and advances the record
-    /// past them; an event `apply` refuses marks the projection failed (nothing skips it).
-    /// The deferred catch-up of an append and a build's chunk.
+    /// Applies `events` — already in the log — to the stored state of `meta`'s space and
+    /// advances the record past them. An event `apply` refuses (or whose state could not be
+    /// stored) is skipped and counted in the record: the events are staged again one at a time
+    /// to find it. A build's chunk, a catch-up's, and (into an overlay) a read's.
     func applyStored(_ events: [Event], to meta: inout AppProjectionMeta, in store: some ProjectionStore, path: String, cache: AppProjectionCache?) throws {
         guard let last = events.last else { return }
+        let space = AppProjectionSpace(meta)
         do {
-            let changes = try stage(events, AppProjectionReader(store: store, name: name, path: path, cache: cache))
-            try AppProjectionTable.write(changes, name: name, into: store, rows: &meta.rows)
-            meta.appliedThrough = last.sequence
-        } catch let error as LedgerError {
-            guard let failure = AppProjectionMeta.failure(error) else { throw error }
-            meta.status = .failed
-            meta.failure = failure
+            let changes = try stage(events, AppProjectionReader(store: store, space: space, path: path, cache: cache), .replaying)
+            try AppProjectionTable.write(changes, space: space, into: store, rows: &meta.rows)
+        } catch let error as LedgerError where AppProjectionMeta.failure(error) != nil {
+            for event in events {
+                do {
+                    let changes = try stage([event], AppProjectionReader(store: store, space: space, path: path, cache: cache), .replaying)
+                    try AppProjectionTable.write(changes, space: space, into: store, rows: &meta.rows)
+                } catch let error as LedgerError where AppProjectionMeta.failure(error) != nil {
+                    meta.recordSkipped(error)
+                }
+            }
         }
+        meta.appliedThrough = max(meta.appliedThrough, last.sequence)
     }
+
+    /// Applies the events after `meta.appliedThrough` through `head` (at most `limit` of them)
+    /// from `tables`' log; returns whether it reached `head`.
+    func catchUp(_ meta: inout AppProjectionMeta, through head: UInt64, limit: Int, in tables: StoreTransaction, into store: some ProjectionStore,
+                 registry: AppProjectionRegistry, cache: AppProjectionCache?) throws -> Bool {
+        var budget = limit
+        while meta.appliedThrough < head, budget > 0 {
+            let events = try registry.upcast(tables.events.events(after: meta.appliedThrough, limit: min(budget, 1000)).filter { $0.sequence <= head })
+            guard !events.isEmpty else { break }
+            try applyStored(events, to: &meta, in: store, path: tables.path, cache: cache)
+            budget -= events.count
+        }
+        if meta.appliedThrough < head, try tables.events.events(after: meta.appliedThrough, limit: 1).first.map({ $0.sequence > head }) ?? true {
+            meta.appliedThrough = head  // nothing left at or below the head (trimmed, or none)
+        }
+        return meta.appliedThrough >= head
+    }
+}
+
+/// The bounds app projections keep (docs/semantics.md, "App projections").
+enum AppProjectionBounds {
+    /// The most events a read replays in memory, or an append applies to catch a projection
+    /// up with events other processes appended without it: past it, a read answers from the
+    /// stored state with how far behind it is, and the catch-up is stored in steps of this
+    /// many events (``Ledger/projections``' builder).
+    static let catchUp = 2_000
 }
 
 /// The app projections inside one append's write transaction (``AppendTransaction``): each
@@ -78,48 +118,42 @@ struct AppProjectionsInTransaction {
 
     private var store: TransactionStore { tables.projections }
 
-    private mutating func meta(_ name: String) throws -> AppProjectionMeta? {
-        if let cached = metas[name] { return cached }
-        let loaded: AppProjectionMeta?
-        if let cache = caches[name] {
-            loaded = try store.get(.apps, AppProjectionKeys.meta(name)).map { bytes throws(LedgerError) in try cache.meta(name, bytes, path: tables.path) }
-        } else {
-            loaded = try AppProjectionTable.meta(name, in: store, path: tables.path)
-        }
-        metas[name] = .some(loaded)
+    private mutating func meta(_ projection: AnyAppProjection) throws -> AppProjectionMeta? {
+        if let cached = metas[projection.name] { return cached }
+        let loaded = try AppProjectionTable.meta(projection.name, version: projection.version, in: store, path: tables.path, cache: caches[projection.name])
+        metas[projection.name] = .some(loaded)
         return loaded
     }
 
     /// The projections of `registry` kept inline for a request appending after `head`, each
-    /// brought up to `head` first (events other processes appended without it). One whose
-    /// stored version differs, that is being built or has failed is left alone: its events
-    /// are applied later by a process that registers the stored version (docs/semantics.md).
+    /// brought up to `head` first (events other processes appended without it) when that
+    /// takes at most ``AppProjectionBounds/catchUp`` events. One whose version is not stored,
+    /// is being built, or is further behind is left out: its events are applied later, by a
+    /// build or a catch-up step (docs/semantics.md). A version a newer one replaces records
+    /// this process as one that registers it.
     mutating func inline(_ registry: AppProjectionRegistry, head: UInt64) throws -> [AnyAppProjection] {
         var kept: [AnyAppProjection] = []
         for projection in registry.projections {
             caches[projection.name] = registry.cache
-            guard var meta = try meta(projection.name), meta.version == projection.version, meta.status == .ready else { continue }
-            if meta.appliedThrough < head {
-                try catchUp(projection, &meta, through: head, registry: registry)
+            guard var meta = try meta(projection), meta.status == .ready else { continue }
+            if meta.successor != nil, !(meta.registrants ?? []).contains(getpid()) {
+                meta.registrants = (meta.registrants ?? []).filter(processIsAlive) + [getpid()]
                 metas[projection.name] = .some(meta)
                 dirty.insert(projection.name)
-                guard meta.status == .ready else { continue }
+            }
+            if meta.appliedThrough < head {
+                let reached = try projection.catchUp(&meta, through: head, limit: AppProjectionBounds.catchUp, in: tables, into: store,
+                                                     registry: registry, cache: registry.cache)
+                metas[projection.name] = .some(meta)
+                dirty.insert(projection.name)
+                guard reached else {
+                    registry.builder.schedule()  // the rest in the builder's steps (it waits for this commit)
+                    continue
+                }
             }
             kept.append(projection)
         }
         return kept
-    }
-
-    /// Applies the events after the record's `appliedThrough` through `head`; an apply that
-    /// throws marks the projection failed (the events are already in the log).
-    private func catchUp(_ projection: AnyAppProjection, _ meta: inout AppProjectionMeta, through head: UInt64, registry: AppProjectionRegistry) throws {
-        while meta.appliedThrough < head {
-            let events = try registry.upcast(tables.events.events(after: meta.appliedThrough, limit: 1000).filter { $0.sequence <= head })
-            guard !events.isEmpty else { break }
-            try projection.applyStored(events, to: &meta, in: store, path: tables.path, cache: registry.cache)
-            if meta.status == .failed { return }
-        }
-        meta.appliedThrough = head
     }
 
     /// Stages `events` (the request's new events) for each of `projections`: all or nothing.
@@ -128,7 +162,9 @@ struct AppProjectionsInTransaction {
         let upcast = try registry.upcast(events)
         var staged: [(AnyAppProjection, AppProjectionChanges)] = []
         for projection in projections {
-            staged.append((projection, try projection.stage(upcast, AppProjectionReader(store: store, name: projection.name, path: tables.path, cache: registry.cache))))
+            guard let meta = metas[projection.name] ?? nil else { continue }
+            let reader = AppProjectionReader(store: store, space: AppProjectionSpace(meta), path: tables.path, cache: registry.cache)
+            staged.append((projection, try projection.stage(upcast, reader, .appending)))
         }
         return staged
     }
@@ -136,8 +172,8 @@ struct AppProjectionsInTransaction {
     /// Writes what ``stage(_:for:registry:)`` returned and records each projection as applied through `head`.
     mutating func write(_ staged: [(AnyAppProjection, AppProjectionChanges)], through head: UInt64) throws {
         for (projection, changes) in staged {
-            guard var meta = try meta(projection.name), meta.appliedThrough != head || !changes.isEmpty else { continue }
-            if !changes.isEmpty { try AppProjectionTable.write(changes, name: projection.name, into: store, rows: &meta.rows) }
+            guard var meta = try meta(projection), meta.appliedThrough != head || !changes.isEmpty else { continue }
+            if !changes.isEmpty { try AppProjectionTable.write(changes, space: AppProjectionSpace(meta), into: store, rows: &meta.rows) }
             meta.appliedThrough = head
             metas[projection.name] = .some(meta)
             dirty.insert(projection.name)
@@ -149,7 +185,8 @@ struct AppProjectionsInTransaction {
         for name in dirty.sorted() {
             guard let meta = metas[name] ?? nil else { continue }
             let bytes = try meta.encoded()
-            try store.put(.apps, AppProjectionKeys.meta(name), bytes)
+            let key = AppProjectionSpace(meta).record
+            try store.put(.apps, key, bytes)
             caches[name]?.remember(name, bytes, meta)
         }
     }

@@ -22,45 +22,83 @@ public struct LedgerProjections: Sendable, LedgerAccessing {
     }
 
     /// The stored rows of projection `name` as JSON, in its order, and its document — what
-    /// `ledger projection` prints; needs no registration (nor the app's types).
-    public func dump(named name: String, limit: Int = .max) throws(LedgerError) -> (info: ProjectionInfo, document: [UInt8]?, rows: [(key: String, json: [UInt8])]) {
+    /// `ledger projection` prints; needs no registration (nor the app's types). Of the versions
+    /// stored, `version`, else the newest ready one (else the newest).
+    public func dump(named name: String, version: Int? = nil, limit: Int = .max) throws(LedgerError) -> (info: ProjectionInfo, document: [UInt8]?, rows: [(key: String, json: [UInt8])]) {
         try read("read projection") { tables in
-            guard let meta = try AppProjectionTable.meta(name, in: tables.projections, path: path) else {
-                throw LedgerError.projectionUnavailable(name: name, reason: "no projection of that name is stored")
+            let versions = try AppProjectionTable.versions(of: name, in: tables.projections, path: path)
+            let chosen = if let version { versions.first { $0.version == version } } else { versions.last { $0.status == .ready } ?? versions.last }
+            guard let meta = chosen else {
+                throw LedgerError.projectionUnavailable(name: name, reason: version.map { "version \($0) of it is not stored" } ?? "no projection of that name is stored")
             }
-            let reader = AppProjectionReader(store: tables.projections, name: name, path: path)
+            let space = AppProjectionSpace(meta)
+            let reader = AppProjectionReader(store: tables.projections, space: space, path: path)
             var rows: [(key: String, json: [UInt8])] = []
             try reader.forEachRow { key, row in
                 guard rows.count < limit else { return false }
                 rows.append((key, Array(row.json)))
                 return true
             }
-            return (ProjectionInfo(meta), try tables.projections.get(.apps, AppProjectionKeys.document(name)), rows)
+            return (ProjectionInfo(meta), try tables.projections.get(.apps, space.document), rows)
         }
     }
 
-    /// Deletes the stored state of projection `name` (an app that no longer registers it:
-    /// its record keeps the log from being trimmed past what it applied), in short transactions.
+    /// Runs this handle's projection builds until nothing is due: new versions built beside
+    /// the old ones, catch-ups of events appended without them, versions no live process
+    /// registers any more dropped (docs/apps.md, "Upgrading a projection"). Each step holds the
+    /// writer lock for about 10 ms and records its progress, so a build cut short (killed,
+    /// suspended) continues where it stopped. What a handle with
+    /// ``LedgerOptions/projectionBuilds`` `.whenAsked` calls; with `.inBackground` (the default)
+    /// it waits for what the background thread would do, doing it on this thread.
     ///
-    /// The record goes in the first one: from then on no process (an older one still
-    /// registering the projection) reads the half-deleted state or applies events to it, both
-    /// needing the record. The entries left are deleted after it, unless a writable opening
-    /// registering the projection has created it again meanwhile: its build clears them.
+    /// ```swift
+    /// try ledger.projections.build()   // then every registered projection is ready
+    /// ```
+    public func build() throws(LedgerError) {
+        try checkWritable()
+        try AppProjectionBuild(access: access).run()
+    }
+
+    /// ``build()`` without blocking the caller's thread, each step on the directory's worker
+    /// thread; cancellation stops it between two steps with ``LedgerError/cancelled`` (what was
+    /// built is kept: the next build continues from it). For a `BGProcessingTask` or a host
+    /// app's launch.
+    ///
+    /// ```swift
+    /// Task.detached(priority: .utility) { try await ledger.projections.build() }
+    /// ```
+    public func build() async throws(LedgerError) {
+        try checkWritable()
+        let build = AppProjectionBuild(access: access)
+        while try await offPool({ () throws(LedgerError) in try build.step() }) == .worked {
+            do { try await Task.sleep(for: .microseconds(Int(ProjectionBuildPacing.pauseMicros))) } catch { throw .cancelled }
+        }
+    }
+
+    /// Deletes the stored state of every version of projection `name` (an app that no longer
+    /// registers it: its records keep the log from being trimmed past what they applied), in
+    /// short transactions.
+    ///
+    /// A version's record is marked first: from then on no process (an older one still
+    /// registering the projection) reads the half-deleted state or applies events to it. The
+    /// entries are deleted after it, then the record, unless a writable handle registering
+    /// the projection created it again meanwhile: its build clears them.
     public func drop(named name: String) throws(LedgerError) {
         while try write("drop projection '\(name)'", { tables in
             let store = tables.projections
-            guard var meta = try AppProjectionTable.meta(name, in: store, path: path) else { return true }
+            guard var meta = try AppProjectionTable.versions(of: name, in: store, path: path).first else { return true }
+            let space = AppProjectionSpace(meta)
             if meta.status != .clearing {
                 // Marked first: a drop interrupted between its transactions leaves a projection
-                // being cleared (never read; a writable opening that registers it clears and
-                // rebuilds it), not a partial state recorded as ready.
+                // being cleared (never read; a build that registers it clears and rebuilds it),
+                // not a partial state recorded as ready.
                 meta.status = .clearing
                 meta.rows = 0
                 try AppProjectionTable.putMeta(meta, in: store)
             }
-            if try AppProjectionTable.clear(name, in: store, limit: ProjectionBuildPacing.chunk) == ProjectionBuildPacing.chunk { return false }
-            try store.delete(.apps, AppProjectionKeys.meta(name))
-            return true
+            if try AppProjectionTable.clear(space, in: store, limit: ProjectionBuildPacing.dropChunk) == ProjectionBuildPacing.dropChunk { return false }
+            try store.delete(.apps, space.record)
+            return false  // the next version, if any
         }) == false {
             usleep(ProjectionBuildPacing.pauseMicros)
         }

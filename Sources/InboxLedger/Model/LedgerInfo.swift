@@ -49,7 +49,8 @@ public struct ProjectionInfo: Sendable, Hashable, Codable {
     public var name: String
     /// The version its stored state was built by.
     public var version: Int
-    /// `ready`, `building`, `clearing` or `failed`.
+    /// `ready`, `building`, `clearing` or `failed` (only a record written before events
+    /// `apply` refuses were skipped: docs/semantics.md, "App projections").
     public var status: String
     /// Every event through this sequence is applied.
     public var appliedThrough: UInt64
@@ -61,4 +62,8 @@ public struct ProjectionInfo: Sendable, Hashable, Codable {
     public var eventTypes: [String]
     /// Why it failed (status `failed`).
     public var failure: String?
+    /// How many events already in the log its `apply` refused, each skipped.
+    public var skippedEvents: Int = 0
+    /// The last event skipped: its sequence, type and why (nil: none).
+    public var lastSkipped: String?
 }

@@ -99,13 +99,18 @@ public struct LedgerOptions: Sendable {
     /// (docs/operations.md gives the cost). nil: stay open while a handle exists.
     public var closesWhenIdle: Double?
     /// The app's own projections (``LedgerProjection``), kept in the same transaction as every
-    /// append of this handle and built, on a writable opening, when their stored version is
-    /// older (docs/semantics.md, "App projections").
+    /// append of this handle. A version the ledger does not hold yet is built beside the old
+    /// one, never inside the opening: see ``projectionBuilds`` (docs/apps.md, "Upgrading a
+    /// projection"; docs/semantics.md, "App projections").
     ///
     /// ```swift
     /// options.projections = [TaskList.self]
     /// ```
     public var projections: [any LedgerProjection.Type] = []
+    /// Who runs the builds of ``projections`` a writable handle finds due (a new version, a
+    /// catch-up of events appended without them): a thread of the handle's own
+    /// (`.inBackground`, the default), or only ``LedgerProjections/build()`` (`.whenAsked`).
+    public var projectionBuilds: ProjectionBuilds = .inBackground
     /// The time source for commit timestamps and expiry (``LedgerClock``): the system clock
     /// unless a test injects one.
     public var clock: LedgerClock = .system
@@ -178,6 +183,19 @@ public final class ManualClock: Sendable {
 
     /// A ``LedgerClock`` reading this clock.
     public var ledgerClock: LedgerClock { LedgerClock { [self] in now } }
+}
+
+/// Who builds a writable handle's app projections (``LedgerOptions/projectionBuilds``): each
+/// build runs in steps of about 10 ms of the writer lock, each recording its progress, never
+/// inside an opening.
+public enum ProjectionBuilds: Sendable, Hashable {
+    /// A thread of the handle's own, started by its opening and by an append that left a
+    /// projection behind, running steps until nothing is due (a step that fails is retried by
+    /// the next opening or append).
+    case inBackground
+    /// Only the app's calls to ``LedgerProjections/build()`` (a host app that builds in a
+    /// background task of its own, with the time the system gives it).
+    case whenAsked
 }
 
 /// What a writable opening does when the ledger's projections were built by older rules and the

@@ -79,8 +79,13 @@ public protocol LedgerProjection: Sendable {
     /// The order ``Ledger/projectionRows(_:from:limit:)`` lists rows in; nil (the default):
     /// by key.
     static func order(of row: Row, key: String) -> ProjectionOrder?
-    /// Applies one event to the state. Throwing refuses the append that carries the event
-    /// (nothing of it is written): ``LedgerError/projectionRejected(name:sequence:type:reason:)``.
+    /// Applies one event to the state. Throwing while the event is appended
+    /// (``ProjectionUpdate/context`` is ``ProjectionApplyContext/appending``) refuses the append
+    /// that carries it, nothing of it written
+    /// (``LedgerError/projectionRejected(name:sequence:type:reason:)``); throwing for an event
+    /// already in the log (``ProjectionApplyContext/replaying``: appended by a process without
+    /// this version, or read again by a build) skips that event, and the projection's record
+    /// counts it (docs/semantics.md, "App projections").
     static func apply(_ event: Event, to state: inout ProjectionUpdate<Self>) throws
 }
 
@@ -172,11 +177,13 @@ public struct ProjectionUpdate<P: LedgerProjection> {
     var changed: [String: P.Row?] = [:]
     /// The document as changed so far.
     public var document: P.Document
-    /// Whether ``document`` was assigned.
-    var documentTouched = false
+    /// Whether the events are being appended now or are in the log already: what a throw
+    /// from ``LedgerProjection/apply(_:to:)`` does.
+    public let context: ProjectionApplyContext
 
-    init(stored: any ProjectionRowSource) throws(LedgerError) {
+    init(stored: any ProjectionRowSource, context: ProjectionApplyContext) throws(LedgerError) {
         self.stored = stored
+        self.context = context
         self.document = try stored.document(P.self) ?? P.initialDocument
     }
 
@@ -196,6 +203,32 @@ public struct ProjectionUpdate<P: LedgerProjection> {
     public mutating func removeRow(_ key: String) {
         changed[key] = .some(nil)
     }
+}
+
+/// How ``LedgerProjection/apply(_:to:)`` sees an event (``ProjectionUpdate/context``), and so
+/// what its throw does (docs/semantics.md, "App projections").
+///
+/// ```swift
+/// static func apply(_ event: Event, to state: inout ProjectionUpdate<TaskList>) throws {
+///     let done = try event.decode(as: TaskDone.self)
+///     guard var row = try state.row(done.id) else {
+///         // This process's own append of an unknown task is refused; another's is skipped.
+///         if state.context == .appending { throw TaskError.unknown(done.id) }
+///         return
+///     }
+///     row.done = true
+///     try state.set(row, for: done.id)
+/// }
+/// ```
+public enum ProjectionApplyContext: Sendable, Hashable {
+    /// The event is being appended by this process: a throw refuses the append, nothing of it
+    /// is written.
+    case appending
+    /// The event is in the log already — appended by a process that does not keep this
+    /// version, or read again by a build, a read's catch-up or `verify`: a throw skips it (its
+    /// changes are dropped, the next events are applied), and the projection's record counts
+    /// it (`ledger inspect`, ``ProjectionInfo/skippedEvents``).
+    case replaying
 }
 
 /// Where a ``ProjectionUpdate`` reads the state under its changes (the store's reader of the

@@ -7,30 +7,36 @@ import Foundation
 #endif
 import Synchronization
 
-/// The keys of the `app-projections` table (docs/format.md, "App projections"):
+/// The keys of the `app-projections` table (docs/format.md, "App projections"). Each version
+/// of a projection has a record and a state of its own (its *space*), so that a new version is
+/// built beside the old one, which its processes keep reading and applying meanwhile:
 ///
 /// | key | value |
 /// |---|---|
-/// | `0x00 ‖ name` | ``AppProjectionMeta`` (JSON) |
-/// | `name ‖ 0x00 ‖ "D"` | the document (JSON) |
-/// | `name ‖ 0x00 ‖ "R" ‖ key` | ``AppProjectionRow``: the row's order bytes and its JSON |
-/// | `name ‖ 0x00 ‖ "O" ‖ order ‖ key` | the key (every row; the order is empty when the projection declares none) |
+/// | `0x00 ‖ name ‖ 0x01 ‖ version` | ``AppProjectionMeta`` (JSON) of that version |
+/// | `name ‖ 0x01 ‖ version ‖ 0x00 ‖ "D"` | the document (JSON) |
+/// | `name ‖ 0x01 ‖ version ‖ 0x00 ‖ "R" ‖ key` | ``AppProjectionRow``: the row's order bytes and its JSON |
+/// | `name ‖ 0x01 ‖ version ‖ 0x00 ‖ "O" ‖ order ‖ key` | the key (every row; the order is empty when the projection declares none) |
 ///
-/// Names never start with `0x00`, so the meta records of every projection sort first and are
-/// listed by one prefix scan.
+/// `version` is its decimal digits. A ledger written before versions had spaces of their own
+/// may still hold one *legacy* projection per name: its record under `0x00 ‖ name` and its
+/// state under `name ‖ 0x00 ‖ …`; it is read and kept exactly like the others (its record says
+/// so) until a new version replaces it. Names never hold `0x00` or `0x01`, so the records of
+/// every projection sort first (listed by one prefix scan) and no space is a prefix of another.
 enum AppProjectionKeys {
     static let maxNameBytes = 64
     static let maxRowKeyBytes = ProjectionRowKey.maxBytes
     static let maxOrderBytes = 160
+    /// The largest row, in bytes of its JSON (as an event's payload: docs/format.md).
+    static let maxRowBytes = 65_536
+    /// The largest document, in bytes of its JSON: it is decoded at every append that applies
+    /// an event, so it stays small.
+    static let maxDocumentBytes = 65_536
 
-    static func meta(_ name: String) -> [UInt8] { [0x00] + Array(name.utf8) }
     static let metaPrefix: [UInt8] = [0x00]
-    static func prefix(_ name: String) -> [UInt8] { Array(name.utf8) + [0x00] }
-    static func document(_ name: String) -> [UInt8] { prefix(name) + [UInt8(ascii: "D")] }
-    static func rowPrefix(_ name: String) -> [UInt8] { prefix(name) + [UInt8(ascii: "R")] }
-    static func row(_ name: String, _ key: String) -> [UInt8] { rowPrefix(name) + Array(key.utf8) }
-    static func orderPrefix(_ name: String) -> [UInt8] { prefix(name) + [UInt8(ascii: "O")] }
-    static func order(_ name: String, _ order: [UInt8], _ key: String) -> [UInt8] { orderPrefix(name) + order + Array(key.utf8) }
+
+    /// The records of every version of `name` (and the legacy one) start with this.
+    static func records(_ name: String) -> [UInt8] { [0x00] + Array(name.utf8) }
 
     /// 1–64 bytes of `a–z 0–9 . - _`.
     static func checkName(_ name: String) throws(LedgerError) {
@@ -39,6 +45,54 @@ enum AppProjectionKeys {
         guard (1...maxNameBytes).contains(bytes.count), allowed else {
             throw .invalidArgument(name: "projection name", reason: "\(String(reflecting: name)) must be 1–\(maxNameBytes) bytes of lowercase letters, digits, '.', '-' and '_'")
         }
+    }
+}
+
+/// Where one version of a projection is stored: its record's key and its state's prefix
+/// (``AppProjectionKeys``).
+struct AppProjectionSpace: Hashable, Sendable, CustomStringConvertible {
+    var name: String
+    /// Its version; nil for a legacy space (`name ‖ 0x00 ‖ …`, whatever version its record holds).
+    var version: Int?
+
+    init(name: String, version: Int?) {
+        self.name = name
+        self.version = version
+    }
+
+    /// The space of `P`'s registered version.
+    init<P: LedgerProjection>(_: P.Type) { self.init(name: P.name, version: P.version) }
+
+    /// The space `meta` names.
+    init(_ meta: AppProjectionMeta) { self.init(name: meta.name, version: meta.legacyKeys == true ? nil : meta.version) }
+
+    var record: [UInt8] {
+        guard let version else { return [0x00] + Array(name.utf8) }
+        return [0x00] + Array(name.utf8) + [0x01] + Array(String(version).utf8)
+    }
+    var prefix: [UInt8] {
+        guard let version else { return Array(name.utf8) + [0x00] }
+        return Array(name.utf8) + [0x01] + Array(String(version).utf8) + [0x00]
+    }
+    var document: [UInt8] { prefix + [UInt8(ascii: "D")] }
+    var rowPrefix: [UInt8] { prefix + [UInt8(ascii: "R")] }
+    func row(_ key: String) -> [UInt8] { rowPrefix + Array(key.utf8) }
+    var orderPrefix: [UInt8] { prefix + [UInt8(ascii: "O")] }
+    func order(_ order: [UInt8], _ key: String) -> [UInt8] { orderPrefix + order + Array(key.utf8) }
+
+    /// `name` or `name@version`: how findings name it.
+    var description: String { version.map { "\(name)@\($0)" } ?? name }
+
+    /// The space a state entry's key belongs to and the rest of the key after its prefix (its
+    /// kind and what follows); nil when the key belongs to none.
+    static func parse(stateKey key: [UInt8]) -> (space: AppProjectionSpace, rest: ArraySlice<UInt8>)? {
+        guard let end = key.firstIndex(where: { $0 <= 0x01 }), end > 0 else { return nil }
+        let name = String(decoding: key[..<end], as: UTF8.self)
+        if key[end] == 0x00 { return (AppProjectionSpace(name: name, version: nil), key[(end + 1)...]) }
+        guard let zero = key[(end + 1)...].firstIndex(of: 0x00), zero > end + 1,
+              let version = Int(String(decoding: key[(end + 1)..<zero], as: UTF8.self)), String(version).utf8.count == zero - end - 1
+        else { return nil }
+        return (AppProjectionSpace(name: name, version: version), key[(zero + 1)...])
     }
 }
 
@@ -69,19 +123,42 @@ struct AppProjectionMeta: Codable, Hashable, Sendable {
     var rows: Int
     var eventTypes: [String]
     var failure: String?
+    /// Stored in the legacy space (``AppProjectionSpace``); nil for a space of its own.
+    var legacyKeys: Bool? = nil
+    /// How many events already in the log ``LedgerProjection/apply(_:to:)`` refused: each
+    /// was skipped (docs/semantics.md, "App projections"); nil: none.
+    var skipped: Int? = nil
+    /// The last one skipped: its sequence, type and the reason.
+    var lastSkipped: String? = nil
+    /// A newer version of the projection is stored (being built, or ready): this one is kept
+    /// while a live process registers it, then dropped.
+    var successor: Int? = nil
+    /// The processes (pids) that registered this version writable while another version was
+    /// stored; the version is dropped once a newer one is ready and none of them lives.
+    var registrants: [Int32]? = nil
 
-    static func decode(_ bytes: [UInt8], path: String) throws(LedgerError) -> AppProjectionMeta {
-        do { return try JSONDecoder().decode(AppProjectionMeta.self, from: Data(bytes)) } catch {
+    /// The record stored under `key`: one under a name alone is in the legacy space.
+    static func decode(_ bytes: [UInt8], key: [UInt8]? = nil, path: String) throws(LedgerError) -> AppProjectionMeta {
+        var meta: AppProjectionMeta
+        do { meta = try JSONDecoder().decode(AppProjectionMeta.self, from: Data(bytes)) } catch {
             throw .corruptStore(path: path, reason: "an app projection's record is not readable: \(error)")
         }
+        if let key, !key.contains(0x01) { meta.legacyKeys = true }
+        return meta
+    }
+
+    /// Records an event already in the log that `apply` refused (`error`), skipped.
+    mutating func recordSkipped(_ error: LedgerError) {
+        skipped = (skipped ?? 0) + 1
+        lastSkipped = Self.failure(error) ?? "\(error)"
     }
 
     func encoded() throws(LedgerError) -> [UInt8] { try AppProjectionJSON.encode(self, projection: name) }
 
-    /// The `failure` recorded for an event in the log that `apply` refused (nil: `error` is not a refusal).
+    /// What is recorded of an event in the log that `apply` refused (nil: `error` is not a refusal).
     static func failure(_ error: LedgerError) -> String? {
         guard case .projectionRejected(_, let sequence, let type, let reason) = error else { return nil }
-        return "event \(sequence.map(String.init) ?? "?") (\(type ?? "?")), appended by a process that does not keep this version, cannot be applied: \(reason)"
+        return "event \(sequence.map(String.init) ?? "?") (\(type ?? "?")): \(reason)"
     }
 }
 
@@ -125,17 +202,18 @@ enum AppProjectionJSON {
 /// an overlay of changes not written yet).
 struct AppProjectionReader {
     let store: any ProjectionStore
-    let name: String
+    let space: AppProjectionSpace
+    var name: String { space.name }
     /// The ledger's directory, for errors.
     let path: String
     /// Decoded values of the handle's earlier reads (reads only; nil while writing).
     var cache: AppProjectionCache? = nil
 
     /// Whether a document is stored (without decoding it).
-    func hasDocument() throws(LedgerError) -> Bool { try get(AppProjectionKeys.document(name)) != nil }
+    func hasDocument() throws(LedgerError) -> Bool { try get(space.document) != nil }
 
     func document<P: LedgerProjection>(_: P.Type) throws(LedgerError) -> P.Document? {
-        guard let bytes = try get(AppProjectionKeys.document(name)) else { return nil }
+        guard let bytes = try get(space.document) else { return nil }
         if let cached: P.Document = cache?.value(name, "", bytes) { return cached }
         let document = try AppProjectionJSON.decode(P.Document.self, bytes, projection: name, what: "the document")
         cache?.store(name, "", bytes, document)
@@ -144,7 +222,7 @@ struct AppProjectionReader {
 
 
     func row<P: LedgerProjection>(_: P.Type, _ key: String) throws(LedgerError) -> P.Row? {
-        guard let bytes = try get(AppProjectionKeys.row(name, key)) else { return nil }
+        guard let bytes = try get(space.row(key)) else { return nil }
         if let cached: P.Row = cache?.value(name, key, bytes) { return cached }
         guard let row = AppProjectionRow.decode(bytes) else {
             throw .corruptStore(path: path, reason: "app projection '\(name)': row '\(key)' is malformed")
@@ -158,11 +236,11 @@ struct AppProjectionReader {
     /// empty when it declares none, then its key) while `body` returns true.
     func forEachRow(from start: [UInt8] = [], _ body: (_ key: String, _ row: AppProjectionRow) throws -> Bool) throws(LedgerError) {
         do {
-            let prefix = AppProjectionKeys.orderPrefix(name)
+            let prefix = space.orderPrefix
             try store.scan(.apps, from: prefix + start) { key, value in
                 guard key.starts(with: prefix) else { return false }
                 let rowKey = String(decoding: value, as: UTF8.self)
-                guard let bytes = try store.get(.apps, AppProjectionKeys.row(name, rowKey)), let row = AppProjectionRow.decode(bytes) else {
+                guard let bytes = try store.get(.apps, space.row(rowKey)), let row = AppProjectionRow.decode(bytes) else {
                     throw LedgerError.corruptStore(path: path, reason: "app projection '\(name)': the order index names row '\(rowKey)', which is missing or malformed")
                 }
                 return try body(rowKey, row)
@@ -225,11 +303,11 @@ final class AppProjectionCache: Sendable {
         }
     }
 
-    /// The record stored as `bytes`, decoded once.
-    func meta(_ name: String, _ bytes: [UInt8], path: String) throws(LedgerError) -> AppProjectionMeta {
+    /// The record stored as `bytes` under `key`, decoded once.
+    func meta(_ name: String, _ bytes: [UInt8], key: [UInt8], path: String) throws(LedgerError) -> AppProjectionMeta {
         let cached = state.withLock { state in state.metas[name].flatMap { $0.bytes == bytes ? $0.meta : nil } }
         if let cached { return cached }
-        let meta = try AppProjectionMeta.decode(bytes, path: path)
+        let meta = try AppProjectionMeta.decode(bytes, key: key, path: path)
         remember(name, bytes, meta)
         return meta
     }
@@ -243,31 +321,56 @@ final class AppProjectionCache: Sendable {
 
 /// Reading and writing the `app-projections` table through any ``ProjectionStore``.
 enum AppProjectionTable {
-    static func meta(_ name: String, in store: some ProjectionStore, path: String) throws -> AppProjectionMeta? {
-        try store.get(.apps, AppProjectionKeys.meta(name)).map { bytes throws(LedgerError) in try AppProjectionMeta.decode(bytes, path: path) }
+    /// The record of version `version` of `name`: in its own space, else the legacy one if it
+    /// holds that version (decoded through `cache` when there is one: a handle's appends and
+    /// reads find the record they wrote last without decoding it).
+    static func meta(_ name: String, version: Int, in store: some ProjectionStore, path: String,
+                     cache: AppProjectionCache? = nil) throws -> AppProjectionMeta? {
+        for space in [AppProjectionSpace(name: name, version: version), AppProjectionSpace(name: name, version: nil)] {
+            let key = space.record
+            guard let bytes = try store.get(.apps, key) else { continue }
+            let meta = try cache?.meta(name, bytes, key: key, path: path) ?? AppProjectionMeta.decode(bytes, key: key, path: path)
+            return meta.version == version ? meta : nil
+        }
+        return nil
     }
 
     static func putMeta(_ meta: AppProjectionMeta, in store: some ProjectionStore) throws {
-        try store.put(.apps, AppProjectionKeys.meta(meta.name), meta.encoded())
+        try store.put(.apps, AppProjectionSpace(meta).record, meta.encoded())
     }
 
-    /// Every stored projection's record, by name.
+    /// Every stored projection's record, by name then version.
     static func metas(in store: some ProjectionStore, path: String) throws -> [AppProjectionMeta] {
+        try records(from: AppProjectionKeys.metaPrefix, in: store, path: path)
+    }
+
+    /// The records of every stored version of `name`, oldest first.
+    static func versions(of name: String, in store: some ProjectionStore, path: String) throws -> [AppProjectionMeta] {
+        try records(from: AppProjectionKeys.records(name), in: store, path: path).filter { $0.name == name }.sorted { $0.version < $1.version }
+    }
+
+    private static func records(from prefix: [UInt8], in store: some ProjectionStore, path: String) throws -> [AppProjectionMeta] {
         var found: [AppProjectionMeta] = []
-        try store.scan(.apps, from: AppProjectionKeys.metaPrefix) { key, value in
-            guard key.first == 0x00 else { return false }
-            found.append(try AppProjectionMeta.decode(value, path: path))
+        try store.scan(.apps, from: prefix) { key, value in
+            guard key.starts(with: prefix) else { return false }
+            found.append(try AppProjectionMeta.decode(value, key: key, path: path))
             return true
         }
-        return found
+        return found.sorted { ($0.name, $0.version) < ($1.name, $1.version) }
     }
 
     /// Writes `changes`: each row and its order-index entry (the old entry removed), the document.
-    static func write(_ changes: AppProjectionChanges, name: String, into store: some ProjectionStore, rows: inout Int) throws {
+    static func write(_ changes: AppProjectionChanges, space: AppProjectionSpace, into store: some ProjectionStore, rows: inout Int) throws {
         for (key, value) in changes.rows {
-            let rowKey = AppProjectionKeys.row(name, key)
+            let rowKey = space.row(key)
             if let old = try store.get(.apps, rowKey) {
-                if let decoded = AppProjectionRow.decode(old) { try store.delete(.apps, AppProjectionKeys.order(name, decoded.order, key)) }
+                if let decoded = AppProjectionRow.decode(old) {
+                    if let value, let new = AppProjectionRow.decode(value), new.order == decoded.order {
+                        try store.put(.apps, rowKey, value)  // same order: its index entry stays
+                        continue
+                    }
+                    try store.delete(.apps, space.order(decoded.order, key))
+                }
                 if value == nil {
                     try store.delete(.apps, rowKey)
                     rows -= 1
@@ -277,15 +380,25 @@ enum AppProjectionTable {
             }
             guard let value, let row = AppProjectionRow.decode(value) else { continue }
             try store.put(.apps, rowKey, value)
-            try store.put(.apps, AppProjectionKeys.order(name, row.order, key), Array(key.utf8))
+            try store.put(.apps, space.order(row.order, key), Array(key.utf8))
         }
-        if let document = changes.document { try store.put(.apps, AppProjectionKeys.document(name), document) }
+        if let document = changes.document { try store.put(.apps, space.document, document) }
     }
 
-    /// Deletes up to `limit` entries of `name`'s state (rows, index, document; not its record);
-    /// returns how many.
-    static func clear(_ name: String, in store: some ProjectionStore, limit: Int) throws -> Int {
-        let prefix = AppProjectionKeys.prefix(name)
+    /// Whether any entry of `space`'s state is stored.
+    static func holdsState(_ space: AppProjectionSpace, in store: some ProjectionStore) throws -> Bool {
+        var found = false
+        try store.scan(.apps, from: space.prefix) { key, _ in
+            found = key.starts(with: space.prefix)
+            return false
+        }
+        return found
+    }
+
+    /// Deletes up to `limit` entries of `space`'s state (rows, index, document; not its
+    /// record); returns how many.
+    static func clear(_ space: AppProjectionSpace, in store: some ProjectionStore, limit: Int) throws -> Int {
+        let prefix = space.prefix
         var keys: [[UInt8]] = []
         try store.scan(.apps, from: prefix) { key, _ in
             guard key.starts(with: prefix), keys.count < limit else { return false }
@@ -355,7 +468,8 @@ struct LMDBOverlayRefusal: Error {}
 extension ProjectionInfo {
     init(_ meta: AppProjectionMeta) {
         self.init(name: meta.name, version: meta.version, status: meta.status.rawValue, appliedThrough: meta.appliedThrough,
-                  builtFrom: meta.builtFrom, rows: meta.rows, eventTypes: meta.eventTypes, failure: meta.failure)
+                  builtFrom: meta.builtFrom, rows: meta.rows, eventTypes: meta.eventTypes, failure: meta.failure,
+                  skippedEvents: meta.skipped ?? 0, lastSkipped: meta.lastSkipped)
     }
 }
 

@@ -58,6 +58,9 @@ public struct VerificationReport: Sendable, Hashable {
         /// App projection `name` is `failed`: an event in the log that its `apply` refused (the
         /// reason names it); its reads are refused until a version that applies it rebuilds it.
         case appProjectionFailed(name: String, reason: String)
+        /// Version `version` of app projection `name` skipped `count` events already in the log
+        /// that its `apply` refused (docs/semantics.md, "App projections"); `last` names the last.
+        case appProjectionSkippedEvents(name: String, version: Int, count: Int, last: String)
 
         /// The warning in a sentence.
         public var description: String {
@@ -67,6 +70,7 @@ public struct VerificationReport: Sendable, Hashable {
             case .incompleteSnapshot(let s): "snapshot \(s) was partly deleted; the next compaction removes the rest"
             case .appProjectionNotRebuilt(let n, let r): "app projection '\(n)' was not compared with a rebuild: \(r)"
             case .appProjectionFailed(let n, let r): "app projection '\(n)' has failed and cannot be read: \(r)"
+            case .appProjectionSkippedEvents(let n, let v, let c, let l): "app projection '\(n)' version \(v) skipped \(c) event\(c == 1 ? "" : "s") its apply refused (last: \(l))"
             }
         }
     }
@@ -179,8 +183,11 @@ extension LedgerMaintenance {
         let apps = try checkAppProjections(in: tables, head: head)
         findings += apps.findings
         if apps.damaged.isEmpty {  // (a damaged record is one of the findings above)
-            for meta in try AppProjectionTable.metas(in: tables.projections, path: path) where meta.status == .failed {
-                warnings.append(.appProjectionFailed(name: meta.name, reason: meta.failure ?? "no reason recorded"))
+            for meta in try AppProjectionTable.metas(in: tables.projections, path: path) {
+                if meta.status == .failed { warnings.append(.appProjectionFailed(name: meta.name, reason: meta.failure ?? "no reason recorded")) }
+                if let count = meta.skipped, count > 0 {
+                    warnings.append(.appProjectionSkippedEvents(name: meta.name, version: meta.version, count: count, last: meta.lastSkipped ?? "not recorded"))
+                }
             }
         }
         if !findings.contains(where: { if case .corruptRecord = $0 { true } else { false } }) {

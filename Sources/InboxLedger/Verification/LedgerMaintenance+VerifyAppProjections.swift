@@ -34,41 +34,50 @@ extension LedgerMaintenance {
             return "0x" + bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
         }
 
-        // The records: `0x00 ‖ name` (they sort first).
-        var metas: [String: AppProjectionMeta] = [:]
-        var recorded: Set<String> = []
+        // The records: `0x00 ‖ name ‖ 0x01 ‖ version`, or `0x00 ‖ name` for a legacy one (they sort first).
+        var metas: [AppProjectionSpace: AppProjectionMeta] = [:]
+        var recorded: Set<AppProjectionSpace> = []
         try store.scan(.apps, from: AppProjectionKeys.metaPrefix) { key, value in
             guard key.first == 0x00 else { return false }
-            let name = text(key.dropFirst())
-            recorded.insert(name)
+            let body = key.dropFirst()
+            let split = body.firstIndex(of: 0x01)
+            let name = text(body[..<(split ?? body.endIndex)])
+            let version = split.flatMap { Int(String(decoding: body[($0 + 1)...], as: UTF8.self)) }
+            if split != nil, version == nil {
+                report(name, "a record's key names no version (key \(text(key)))")
+                return true
+            }
+            let space = AppProjectionSpace(name: name, version: version)
+            recorded.insert(space)
             do {
-                let meta = try JSONDecoder().decode(AppProjectionMeta.self, from: Data(value))
+                let meta = try AppProjectionMeta.decode(value, key: Array(key), path: path)
                 if meta.name != name { report(name, "its record names '\(meta.name)'") }
+                if let version, meta.version != version { report(name, "the record of version \(version) holds version \(meta.version)") }
                 if meta.appliedThrough > head { report(name, "its record is applied through \(meta.appliedThrough), past the head \(head)") }
                 if meta.builtFrom > meta.appliedThrough { report(name, "its record was built from \(meta.builtFrom), past what it applied (\(meta.appliedThrough))") }
-                metas[name] = meta
+                metas[space] = meta
             } catch {
                 report(name, "its record does not decode: \(error)")
             }
             return true
         }
 
-        // The state: `name ‖ 0x00 ‖ "D" | "R" key | "O" order key`, by name.
-        var rowCounts: [String: Int] = [:]
-        var orphans: Set<String> = []
+        // The state: `space ‖ "D" | "R" key | "O" order key`, by space.
+        var rowCounts: [AppProjectionSpace: Int] = [:]
+        var orphans: Set<AppProjectionSpace> = []
         try store.scan(.apps, from: [0x01]) { key, value in
-            guard let separator = key.firstIndex(of: 0x00), separator + 1 < key.count else {
+            guard let (space, kind) = AppProjectionSpace.parse(stateKey: key), let tag = kind.first else {
                 report(text(key), "an entry of the app-projections table belongs to no projection (key \(text(key)))")
                 return true
             }
-            let name = text(key[..<separator])
-            guard recorded.contains(name) else {
-                if orphans.insert(name).inserted { report(name, "the table holds its state but no record") }
+            let name = space.name
+            guard recorded.contains(space) else {
+                if orphans.insert(space).inserted { report(name, "the table holds its state but no record" + (space.version.map { " (version \($0))" } ?? "")) }
                 return true
             }
-            guard let meta = metas[name], meta.status != .clearing else { return true }
-            let rest = Array(key[(separator + 2)...])
-            switch key[separator + 1] {
+            guard let meta = metas[space], meta.status != .clearing else { return true }
+            let rest = Array(kind.dropFirst())
+            switch tag {
             case UInt8(ascii: "D"):
                 guard rest.isEmpty else {
                     report(name, "an entry of unknown kind (key \(text(key)))")
@@ -77,13 +86,13 @@ extension LedgerMaintenance {
                 if let reason = Self.notJSON(value) { report(name, "its document is not JSON: \(reason)") }
             case UInt8(ascii: "R"):
                 let rowKey = String(decoding: rest, as: UTF8.self)
-                rowCounts[name, default: 0] += 1
+                rowCounts[space, default: 0] += 1
                 guard let row = AppProjectionRow.decode(value) else {
                     report(name, "row '\(rowKey)' is malformed (no 0x01 header, or an order length past its end)")
                     return true
                 }
                 if let reason = Self.notJSON(row.json) { report(name, "row '\(rowKey)' is not JSON: \(reason)") }
-                let entry = try store.get(.apps, AppProjectionKeys.orderPrefix(name) + row.order + rest)
+                let entry = try store.get(.apps, space.orderPrefix + row.order + rest)
                 if entry == nil {
                     report(name, "row '\(rowKey)' has no order-index entry")
                 } else if entry != rest {
@@ -91,7 +100,7 @@ extension LedgerMaintenance {
                 }
             case UInt8(ascii: "O"):
                 let rowKey = String(decoding: value, as: UTF8.self)
-                guard let bytes = try store.get(.apps, AppProjectionKeys.row(name, rowKey)) else {
+                guard let bytes = try store.get(.apps, space.row(rowKey)) else {
                     report(name, "the order index names row '\(rowKey)', which does not exist")
                     return true
                 }
@@ -104,9 +113,9 @@ extension LedgerMaintenance {
             }
             return true
         }
-        for (name, meta) in metas.sorted(by: { $0.key < $1.key }) where meta.status != .clearing {
-            let stored = rowCounts[name] ?? 0
-            if meta.rows != stored { report(name, "its record counts \(meta.rows) rows, the table holds \(stored)") }
+        for (space, meta) in metas.sorted(by: { $0.key.description < $1.key.description }) where meta.status != .clearing {
+            let stored = rowCounts[space] ?? 0
+            if meta.rows != stored { report(space.name, "its record counts \(meta.rows) rows, the table holds \(stored)") }
         }
 
         var findings: [VerificationReport.Finding] = []
@@ -148,14 +157,18 @@ extension LedgerMaintenance {
         var warnings: [VerificationReport.Warning] = []
         for projection in registry.projections where !damaged.contains(projection.name) {
             let name = projection.name
-            guard let meta = try AppProjectionTable.meta(name, in: tables.projections, path: path), meta.version == projection.version,
+            guard let meta = try AppProjectionTable.meta(name, version: projection.version, in: tables.projections, path: path),
                   meta.status == .ready || meta.status == .building
             else { continue }
+            let space = AppProjectionSpace(meta)
             do {
                 // Where the rebuild starts: nothing (after `builtFrom`), or a snapshot's state.
+                // It runs exactly as a build does (``AnyAppProjection/applyStored``: events
+                // `apply` refuses are skipped) into a ``MemoryStore``.
                 let rebuilt = MemoryStore()
-                var rows = 0
-                var after = meta.builtFrom
+                var rebuild = meta
+                rebuild.rows = 0
+                rebuild.appliedThrough = meta.builtFrom
                 if meta.builtFrom + 1 < first {
                     guard let start = try snapshotHolding(meta, after: first, in: tables, cache: &snapshots) else {
                         // Not damage: a compaction may keep an older snapshot that covers the
@@ -163,19 +176,16 @@ extension LedgerMaintenance {
                         warnings.append(.appProjectionNotRebuilt(name: name, reason: "the log starts at \(first), after what it was built from (\(meta.builtFrom)), and no snapshot holds version \(meta.version) of it applied through \(first - 1) or later"))
                         continue
                     }
-                    let prefix = AppProjectionKeys.prefix(name)
-                    for (key, value) in start.store.sorted(.apps) where key.starts(with: prefix) { try rebuilt.put(.apps, key, value) }
-                    rows = start.meta.rows
-                    after = start.meta.appliedThrough
+                    for (key, value) in start.store.sorted(.apps) where key.starts(with: space.prefix) { try rebuilt.put(.apps, key, value) }
+                    rebuild.rows = start.meta.rows
+                    rebuild.appliedThrough = start.meta.appliedThrough
                 }
-                while after < meta.appliedThrough {
-                    let events = try registry.upcast(tables.events.events(after: after, limit: 1000).filter { $0.sequence <= meta.appliedThrough })
-                    guard let last = events.last else { break }
-                    let changes = try projection.stage(events, AppProjectionReader(store: rebuilt, name: name, path: path))
-                    try AppProjectionTable.write(changes, name: name, into: rebuilt, rows: &rows)
-                    after = last.sequence
+                while rebuild.appliedThrough < meta.appliedThrough {
+                    let events = try registry.upcast(tables.events.events(after: rebuild.appliedThrough, limit: 1000).filter { $0.sequence <= meta.appliedThrough })
+                    guard !events.isEmpty else { break }
+                    try projection.applyStored(events, to: &rebuild, in: rebuilt, path: path, cache: nil)
                 }
-                if let problem = try appProjectionDifference(name, rebuilt: rebuilt, stored: tables.projections) {
+                if let problem = try appProjectionDifference(space, rebuilt: rebuilt, stored: tables.projections) {
                     findings.append(.appProjection(name: name, problem: problem))
                 }
             } catch let error as LedgerError {
@@ -199,7 +209,7 @@ extension LedgerMaintenance {
                 try tables.snapshots.load(snapshot.sequence, into: store, apps: true)
                 cache[snapshot.sequence] = store
             }
-            guard let held = try AppProjectionTable.meta(meta.name, in: store, path: path), held.version == meta.version,
+            guard let held = try AppProjectionTable.meta(meta.name, version: meta.version, in: store, path: path),
                   held.builtFrom == meta.builtFrom, held.status == .ready || held.status == .building,
                   held.appliedThrough + 1 >= first, held.appliedThrough <= meta.appliedThrough
             else { continue }
@@ -208,9 +218,9 @@ extension LedgerMaintenance {
         return nil
     }
 
-    /// The first difference between projection `name` rebuilt and stored: rows (by key), then
-    /// the document, then the order index; nil when they are equal.
-    private func appProjectionDifference(_ name: String, rebuilt: MemoryStore, stored: TransactionStore) throws -> String? {
+    /// The first difference between the state in `space` rebuilt and stored: rows (by key),
+    /// then the document, then the order index; nil when they are equal.
+    private func appProjectionDifference(_ space: AppProjectionSpace, rebuilt: MemoryStore, stored: TransactionStore) throws -> String? {
         func entries(_ prefix: [UInt8], in store: some ProjectionStore) throws -> [(key: [UInt8], value: [UInt8])] {
             var found: [(key: [UInt8], value: [UInt8])] = []
             try store.scan(.apps, from: prefix) { key, value in
@@ -226,7 +236,7 @@ extension LedgerMaintenance {
             return text.count <= 120 ? text : String(text.prefix(119)) + "…"
         }
         // Rows.
-        let rowPrefix = AppProjectionKeys.rowPrefix(name)
+        let rowPrefix = space.rowPrefix
         let expected = try entries(rowPrefix, in: rebuilt), actual = try entries(rowPrefix, in: stored)
         var i = 0, j = 0
         while i < expected.count || j < actual.count {
@@ -244,13 +254,13 @@ extension LedgerMaintenance {
             }
         }
         // The document.
-        let document = AppProjectionKeys.document(name)
+        let document = space.document
         let rebuiltDocument = try rebuilt.get(.apps, document), storedDocument = try stored.get(.apps, document)
         if rebuiltDocument != storedDocument {
             return "the document differs from a rebuild (stored \(storedDocument.map(shown) ?? "none"), rebuilt \(rebuiltDocument.map(shown) ?? "none"))"
         }
         // The order index.
-        let orderPrefix = AppProjectionKeys.orderPrefix(name)
+        let orderPrefix = space.orderPrefix
         let expectedIndex = try entries(orderPrefix, in: rebuilt), actualIndex = try entries(orderPrefix, in: stored)
         for (e, a) in zip(expectedIndex, actualIndex) where e.key != a.key || e.value != a.value {
             return "the order index differs from a rebuild at row '\(String(decoding: a.value, as: UTF8.self))'"

@@ -1,0 +1,167 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import LedgerThreads
+
+/// The build of a handle's app projections: each registered version is built beside the
+/// versions other processes still use, caught up when it fell behind, and the versions it
+/// replaced are dropped once no live process registers them — in steps, each one short write
+/// transaction that records how far it got, so that a killed build loses at most one step.
+struct AppProjectionBuild: LedgerAccessing {
+    let access: LedgerAccess
+
+    /// The work one projection has (looked at in a read transaction first: nothing due, nothing written).
+    private enum Work {
+        /// Its version has no record: one is created (ready at once when the log holds no event).
+        case create
+        /// Its record is `clearing` (a drop was interrupted) or `building`, or it is behind the head.
+        case advance
+        /// This process registers a version another one replaces (or will): it says so in its record.
+        case register
+        /// An older version, replaced by this ready one, that no live process registers: dropped.
+        case drop(AppProjectionMeta)
+    }
+
+    /// What is due for `projection` in `tables`, if anything.
+    private func work(for projection: AnyAppProjection, in tables: StoreTransaction, head: UInt64) throws -> Work? {
+        let versions = try AppProjectionTable.versions(of: projection.name, in: tables.projections, path: path)
+        // A newer version is stored: this (older) one is never created again.
+        guard let own = versions.first(where: { $0.version == projection.version }) else {
+            return versions.contains { $0.version > projection.version } ? nil : .create
+        }
+        switch own.status {
+        case .clearing, .building: return .advance
+        case .failed: return nil
+        case .ready: break
+        }
+        if own.appliedThrough < head { return .advance }
+        let me = getpid()
+        if versions.contains(where: { $0.version > projection.version }) {
+            return own.successor == nil || !(own.registrants ?? []).contains(me) ? .register : nil
+        }
+        for old in versions where old.version < projection.version {
+            if (old.registrants ?? []).contains(where: { $0 != me && processIsAlive($0) }) { continue }
+            return .drop(old)
+        }
+        return nil
+    }
+
+    /// Whether any registered projection has work due (a read transaction).
+    func isDue() throws(LedgerError) -> Bool {
+        let projections = log.projections.projections
+        guard !projections.isEmpty, writeRefusal == nil else { return false }
+        return try read("look at projection builds") { tables in
+            let head = try tables.head()
+            return try projections.contains { try work(for: $0, in: tables, head: head) != nil }
+        }
+    }
+
+    /// One step: the first registered projection with work due gets one write transaction.
+    func step() throws(LedgerError) -> ProjectionBuildStep {
+        guard try isDue() else { return .idle }
+        let registry = log.projections
+        return try write("build projections", durability: LedgerDurability.none) { tables in
+            let head = try tables.head()
+            for projection in registry.projections {
+                guard let work = try work(for: projection, in: tables, head: head) else { continue }
+                try perform(work, for: projection, in: tables, head: head, registry: registry)
+                return .worked
+            }
+            return .idle
+        }
+    }
+
+    /// What a writable opening does itself, in one small write transaction when anything is
+    /// due: creates the records of registered versions the ledger does not hold (ready at
+    /// once on an empty log, else `building`) and registers this process in a version another
+    /// replaces. It applies no event: the rest is the builder's.
+    func prepare() throws(LedgerError) {
+        let registry = log.projections
+        func due(_ tables: StoreTransaction, _ head: UInt64) throws -> [(AnyAppProjection, Work)] {
+            try registry.projections.compactMap { projection in
+                switch try work(for: projection, in: tables, head: head) {
+                case .create: (projection, .create)
+                case .register: (projection, .register)
+                case .advance, .drop, nil: nil
+                }
+            }
+        }
+        guard !registry.projections.isEmpty, writeRefusal == nil,
+              try read("look at projection builds", { tables in try !due(tables, tables.head()).isEmpty }) else { return }
+        try write("prepare projections", durability: LedgerDurability.none) { tables in
+            let head = try tables.head()
+            for (projection, work) in try due(tables, head) { try perform(work, for: projection, in: tables, head: head, registry: registry) }
+        }
+    }
+
+    /// Runs steps until nothing is due (pausing between them), or `shouldStop` says so.
+    func run(shouldStop: () -> Bool = { false }) throws(LedgerError) {
+        while !shouldStop(), try step() == .worked {
+            usleep(ProjectionBuildPacing.pauseMicros)
+        }
+    }
+
+    private func perform(_ work: Work, for projection: AnyAppProjection, in tables: StoreTransaction, head: UInt64, registry: AppProjectionRegistry) throws {
+        let store = tables.projections
+        let me = getpid()
+        switch work {
+        case .create:
+            let from = try tables.firstSequence() - 1
+            let empty = from >= head
+            var meta = AppProjectionMeta(name: projection.name, version: projection.version, status: empty ? .ready : .building,
+                                         appliedThrough: empty ? head : from, builtFrom: from, rows: 0,
+                                         eventTypes: projection.eventTypes.sorted(), failure: nil)
+            // The versions it replaces learn of it: their processes register, and keep them until they exit.
+            for var old in try AppProjectionTable.versions(of: projection.name, in: store, path: path) where old.version < projection.version {
+                old.successor = max(old.successor ?? 0, projection.version)
+                try AppProjectionTable.putMeta(old, in: store)
+            }
+            // A state left by a drop of this version interrupted before its record went: cleared first.
+            if try AppProjectionTable.holdsState(AppProjectionSpace(meta), in: store) { meta.status = .clearing }
+            try AppProjectionTable.putMeta(meta, in: store)
+        case .advance:
+            guard var meta = try AppProjectionTable.meta(projection.name, version: projection.version, in: store, path: path) else { return }
+            let started = monotonicNanoseconds()
+            switch meta.status {
+            case .clearing:
+                if try AppProjectionTable.clear(AppProjectionSpace(meta), in: store, limit: ProjectionBuildPacing.dropChunk) == ProjectionBuildPacing.dropChunk { break }
+                let from = try tables.firstSequence() - 1
+                meta.status = .building
+                meta.appliedThrough = from
+                meta.builtFrom = from
+                meta.rows = 0
+                meta.skipped = nil
+                meta.lastSkipped = nil
+            case .building, .ready:
+                while meta.appliedThrough < head, monotonicNanoseconds() - started < ProjectionBuildPacing.stepNanoseconds {
+                    _ = try projection.catchUp(&meta, through: head, limit: ProjectionBuildPacing.chunk, in: tables, into: store,
+                                               registry: registry, cache: nil)
+                }
+                if meta.status == .building, meta.appliedThrough >= head { meta.status = .ready }  // the switch: one transaction
+            case .failed:
+                return
+            }
+            try AppProjectionTable.putMeta(meta, in: store)
+        case .register:
+            guard var meta = try AppProjectionTable.meta(projection.name, version: projection.version, in: store, path: path) else { return }
+            let newer = try AppProjectionTable.versions(of: projection.name, in: store, path: path).map(\.version).filter { $0 > projection.version }
+            meta.successor = max(meta.successor ?? 0, newer.max() ?? 0)
+            meta.registrants = (meta.registrants ?? []).filter { $0 != me && processIsAlive($0) } + [me]
+            try AppProjectionTable.putMeta(meta, in: store)
+        case .drop(var old):
+            let space = AppProjectionSpace(old)
+            if old.status != .clearing {
+                // Marked first: no process reads or applies a half-deleted state.
+                old.status = .clearing
+                old.rows = 0
+                try AppProjectionTable.putMeta(old, in: store)
+            }
+            if try AppProjectionTable.clear(space, in: store, limit: ProjectionBuildPacing.dropChunk) < ProjectionBuildPacing.dropChunk {
+                try store.delete(.apps, space.record)
+            }
+        }
+    }
+}
+
