@@ -39,6 +39,30 @@ func exampleFeatures(_ ledger: Ledger) throws {
     _ = host
 }
 
+// LedgerProjections.swift
+func exampleBuild(_ ledger: Ledger) throws {
+    try ledger.projections.build()   // then every registered projection is ready
+}
+
+func exampleBuildAsync(_ ledger: Ledger) {
+    Task.detached(priority: .utility) { try await ledger.projections.build() }
+}
+
+// LedgerProjection.swift (ProjectionApplyContext)
+struct Completions: LedgerProjection {
+    struct Row: Codable, Sendable, Equatable { var done: Bool }
+    struct UnknownTask: Error { var id: String }
+    static let name = "com.example.completions"
+    static let version = 1
+    static let eventTypes: Set<String> = [TaskDone.eventType]
+    static func apply(_ event: Event, to state: inout ProjectionUpdate<Completions>) throws {
+        let done = try event.decode(as: TaskDone.self)
+        // This process's own completion of an unknown task is refused; another's is skipped.
+        if try state.row(done.id) == nil, state.context == .appending { throw UnknownTask(id: done.id) }
+        try state.set(Row(done: true), for: done.id)
+    }
+}
+
 // Ledger.swift (durability of what was read)
 func exampleMakeDurable(_ ledger: Ledger, relay: Consumer) throws {
     let batch = try relay.next(limit: 100)

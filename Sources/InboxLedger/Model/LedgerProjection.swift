@@ -209,15 +209,18 @@ public struct ProjectionUpdate<P: LedgerProjection> {
 /// what its throw does (docs/semantics.md, "App projections").
 ///
 /// ```swift
-/// static func apply(_ event: Event, to state: inout ProjectionUpdate<TaskList>) throws {
-///     let done = try event.decode(as: TaskDone.self)
-///     guard var row = try state.row(done.id) else {
-///         // This process's own append of an unknown task is refused; another's is skipped.
-///         if state.context == .appending { throw TaskError.unknown(done.id) }
-///         return
+/// struct Completions: LedgerProjection {
+///     struct Row: Codable, Sendable, Equatable { var done: Bool }
+///     struct UnknownTask: Error { var id: String }
+///     static let name = "com.example.completions"
+///     static let version = 1
+///     static let eventTypes: Set<String> = [TaskDone.eventType]
+///     static func apply(_ event: Event, to state: inout ProjectionUpdate<Completions>) throws {
+///         let done = try event.decode(as: TaskDone.self)
+///         // This process's own completion of an unknown task is refused; another's is skipped.
+///         if try state.row(done.id) == nil, state.context == .appending { throw UnknownTask(id: done.id) }
+///         try state.set(Row(done: true), for: done.id)
 ///     }
-///     row.done = true
-///     try state.set(row, for: done.id)
 /// }
 /// ```
 public enum ProjectionApplyContext: Sendable, Hashable {
