@@ -81,6 +81,44 @@ import TestSupport
         #expect(p["failure"] is NSNull)
     }
 
+    @Test func aRowIsOneLineWhateverItsKeyHolds() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        var options = LedgerOptions(role: "app")
+        options.projections = [TaskList.self]
+        let app = try Ledger(path: path, options: options)
+        // Keys the app chose (a pasted title, say), in the projection's order (by day).
+        let tasks: [(key: String, title: String)] = [
+            ("line\nbreak", "a"), ("carriage\rreturn", "b"), ("tab\there", "c"), ("esc\u{1B}[31mred", "d"),
+            ("crlf\r\nnext", "e"), ("nel\u{85}sep\u{2028}par\u{2029}del\u{7F}", "f"), (#"back\slash"#, "g"),
+            ("Grüße, 東京 👋🏽 café", "h"), ("plain", "title\u{2028}with a separator"),
+        ]
+        for (day, task) in tasks.enumerated() { try app.append(TaskAdded(id: task.key, title: task.title, day: Int64(day))) }
+
+        let text = try ledger("projection", path, TaskList.name)
+        #expect(text.status == 0, "\(text.stderr)")
+        let lines = text.stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let rowLines = Array(lines.drop { !$0.hasPrefix("  rows ") }.dropFirst())
+        #expect(rowLines == [
+            #"line\nbreak  {"day":0,"done":false,"title":"a"}"#,
+            #"carriage\rreturn  {"day":1,"done":false,"title":"b"}"#,
+            #"tab\there  {"day":2,"done":false,"title":"c"}"#,
+            #"esc\u001B[31mred  {"day":3,"done":false,"title":"d"}"#,
+            #"crlf\r\nnext  {"day":4,"done":false,"title":"e"}"#,
+            #"nel\u0085sep\u2028par\u2029del\u007F  {"day":5,"done":false,"title":"f"}"#,
+            #"back\\slash  {"day":6,"done":false,"title":"g"}"#,
+            #"Grüße, 東京 👋🏽 café  {"day":7,"done":false,"title":"h"}"#,  // printed as it is
+            #"plain  {"day":8,"done":false,"title":"title\u2028with a separator"}"#,  // the same JSON
+            "",
+        ], "\(text.stdout)")
+        // Nothing else of the output breaks a line or hides one either.
+        let breaking: Set<Unicode.GeneralCategory> = [.control, .lineSeparator, .paragraphSeparator]
+        #expect(!text.stdout.unicodeScalars.contains { $0 != "\n" && breaking.contains($0.properties.generalCategory) }, "\(text.stdout)")
+        // --json keeps the keys as they are.
+        let dumped = try #require(try jsonObject(try ledger("projection", path, TaskList.name, "--json").stdout)["rows"] as? [[String: Any]])
+        #expect(dumped.map { $0["key"] as? String } == tasks.map(\.key))
+    }
+
     @Test func projectionDumpsTheRowsInTheProjectionsOrder() throws {
         let dir = TemporaryDirectory()
         let path = dir.child("l")

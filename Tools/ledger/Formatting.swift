@@ -92,6 +92,60 @@ enum EventFormatting {
     }
 }
 
+/// Text from the ledger's contents — a row's key, a failure's reason, stored JSON — as human
+/// output prints it: always on one line (docs/cli.md, "ledger projection").
+enum Untrusted {
+    /// `text` with `\` and what would break or end its line escaped as in a JSON string: `\\`,
+    /// `\n`, `\r`, `\t`, and `\uXXXX` for the other control characters (U+0000–U+001F,
+    /// U+007F–U+009F) and the line and paragraph separators (U+2028, U+2029). Any other text —
+    /// letters of any script, emoji, spaces — is printed as it is.
+    static func escaped(_ text: String) -> String {
+        var out = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\\": out.append(contentsOf: #"\\"#.unicodeScalars)
+            case "\n": out.append(contentsOf: #"\n"#.unicodeScalars)
+            case "\r": out.append(contentsOf: #"\r"#.unicodeScalars)
+            case "\t": out.append(contentsOf: #"\t"#.unicodeScalars)
+            default:
+                if breaksLine(scalar) { out.append(contentsOf: hexEscape(scalar).unicodeScalars) } else { out.append(scalar) }
+            }
+        }
+        return String(out)
+    }
+
+    /// Valid JSON `json` on one line, still the same JSON: the whitespace between its tokens
+    /// (tab, line feed, carriage return: JSON allows no other control character outside a
+    /// string, nor these inside one) as spaces, and inside its strings the characters JSON
+    /// leaves unescaped that would break the line (U+007F–U+009F, U+2028, U+2029) as `\uXXXX`.
+    static func oneLineJSON(_ json: String) -> String {
+        var out = String.UnicodeScalarView()
+        for scalar in json.unicodeScalars {
+            switch scalar {
+            case "\n", "\r", "\t": out.append(" ")
+            default:
+                if breaksLine(scalar) { out.append(contentsOf: hexEscape(scalar).unicodeScalars) } else { out.append(scalar) }
+            }
+        }
+        return String(out)
+    }
+
+    /// Whether `scalar` is a control character or a line or paragraph separator (the rule an
+    /// origin role is checked by: `Ledger.validateRole`).
+    static func breaksLine(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .control, .lineSeparator, .paragraphSeparator: true
+        default: false
+        }
+    }
+
+    /// `\u001B`: four hex digits, enough for every scalar ``breaksLine(_:)`` is true of.
+    static func hexEscape(_ scalar: Unicode.Scalar) -> String {
+        let hex = String(scalar.value, radix: 16, uppercase: true)
+        return #"\u"# + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+    }
+}
+
 extension String {
     func leftPadded(_ width: Int) -> String {
         count >= width ? self : String(repeating: " ", count: width - count) + self

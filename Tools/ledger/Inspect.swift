@@ -123,7 +123,7 @@ struct Inspect: ParsableCommand, GuardedCommand {
         for p in projections {
             let built = p.builtFrom > 0 ? " (built from \(p.builtFrom))" : ""
             lines.append(Style.fit("    \(p.name) v\(p.version) \(p.status) · \(p.rows) \(p.rows == 1 ? "row" : "rows") · applied through \(p.appliedThrough)\(built)"))
-            if let failure = p.failure { lines += Units.wrap("      failed  ", failure) }
+            if let failure = p.failure { lines += Units.wrap("      failed  ", Untrusted.escaped(failure)) }
         }
         return lines
     }
