@@ -4,6 +4,19 @@ import LMDB
 import Testing
 import TestSupport
 
+/// A second projection reading completions: one row per task done.
+struct DoneCount: LedgerProjection {
+    struct Row: Codable, Sendable, Equatable { var times: Int }
+    static let name = "com.example.done-count"
+    static let version = 1
+    static let eventTypes: Set<String> = [TaskDone.eventType]
+
+    static func apply(_ event: Event, to state: inout ProjectionUpdate<DoneCount>) throws {
+        let done = try event.decode(as: TaskDone.self)
+        try state.set(Row(times: (try state.row(done.id)?.times ?? 0) + 1), for: done.id)
+    }
+}
+
 /// The CLI's side of app projections (docs/cli.md): `inspect` lists them, `ledger projection`
 /// dumps one without the app's code, `verify` checks the stored state's structure. The ledger is
 /// written by this process with the task list registered (the app); the CLI runs as its own
@@ -79,6 +92,40 @@ import TestSupport
         #expect(p["rows"] as? Int == 5 && p["appliedThrough"] as? Int == 11 && p["builtFrom"] as? Int == 0)
         #expect(p["eventTypes"] as? [String] == TaskList.eventTypes.sorted())
         #expect(p["failure"] is NSNull)
+
+        // The by-type counts say which app projection reads the app's types; none is "not projected".
+        #expect(text.stdout.contains("com.example.task-added (projected by com.example.tasks) 6"), "\(text.stdout)")
+        #expect(text.stdout.contains("com.example.task-done (projected by com.example.tasks) 2"), "\(text.stdout)")
+        #expect(text.stdout.contains("com.example.task-removed (projected by com.example.tasks) 1"), "\(text.stdout)")
+        #expect(!text.stdout.contains("(unknown)") && !text.stdout.contains("not projected"), "\(text.stdout)")
+        // A type nothing reads is unknown; a later version of a projected type is still projected.
+        let custom = #"{"type":"custom.note","data":1}"# + "\n" + #"{"type":"com.example.task-done@2","data":{"id":"t0"}}"#
+        #expect(try ledger("append", path, input: custom).status == 0)
+        let mixed = try ledger("inspect", path).stdout
+        #expect(mixed.contains("custom.note (unknown) 1"), "\(mixed)")
+        #expect(mixed.contains("com.example.task-done@2 (projected by com.example.tasks) 1"), "\(mixed)")
+        #expect(mixed.contains("com.example.task-added (projected by com.example.tasks) 6"), "\(mixed)")
+        #expect(mixed.contains("\n             (unknown: not interpreted here; kept, delivered, not projected)\n"), "\(mixed)")
+        #expect(try jsonObject(try ledger("inspect", path, "--json").stdout)["unknownTypes"] as? [String]
+            == ["com.example.task-added", "com.example.task-done", "com.example.task-done@2", "com.example.task-removed", "custom.note"])
+    }
+
+    @Test func inspectNamesEveryAppProjectionThatReadsAType() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        var options = LedgerOptions(role: "app")
+        options.projections = [TaskList.self, DoneCount.self]
+        let app = try Ledger(path: path, options: options)
+        try app.append(TaskAdded(id: "t0", title: "Milk", day: 0))
+        try app.append(TaskDone(id: "t0"))
+        let out = try ledger("inspect", path)
+        #expect(out.status == 0, "\(out.stderr)")
+        let lines = out.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains("  by type    com.example.task-added (projected by com.example.tasks) 1"), "\(out.stdout)")
+        // Too wide for a line: broken at a space, continued further in.
+        #expect(lines.contains("             com.example.task-done (projected by com.example.done-count,"), "\(out.stdout)")
+        #expect(lines.contains("               com.example.tasks) 1"), "\(out.stdout)")
+        #expect(!out.stdout.contains("(unknown)"), "\(out.stdout)")
     }
 
     @Test func aRowIsOneLineWhateverItsKeyHolds() throws {

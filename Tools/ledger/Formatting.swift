@@ -63,19 +63,35 @@ enum Units {
         return lines.enumerated().map { i, l in (i == 0 ? (styledLabel ?? label) : indent) + l }
     }
 
-    /// `label app 120 · widget 40`, largest first, wrapped to 80 columns under the label.
+    /// `label app 120 · widget 40`, largest first, wrapped to 80 columns under the label; an
+    /// item wider than a line is broken at its spaces, continued two columns further in.
     static func list(_ label: String, _ counts: [String: UInt64]) -> [String] {
         let items = counts.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.map { "\($0.key) \($0.value)" }
         if items.isEmpty { return [label + "–"] }
+        let indent = String(repeating: " ", count: label.count)
         var lines: [String] = []
         var line = label
         for item in items {
-            let piece = line.count == label.count ? item : " · " + item
-            if line.count + piece.count > 80, line.count > label.count {
+            let separator = line.count == label.count ? "" : " · "
+            if line.count + separator.count + item.count <= 80 {
+                line += separator + item
+                continue
+            }
+            if line.count > label.count {
                 lines.append(line)
-                line = String(repeating: " ", count: label.count) + item
-            } else {
-                line += piece
+                line = indent
+            }
+            if line.count + item.count <= 80 {
+                line += item
+                continue
+            }
+            for (i, word) in item.split(separator: " ").enumerated() {
+                if i > 0, line.count + 1 + word.count > 80 {
+                    lines.append(line)
+                    line = indent + "  " + word
+                } else {
+                    line += (i > 0 ? " " : "") + word
+                }
             }
         }
         lines.append(Style.fit(line))
