@@ -155,7 +155,7 @@ func widget(_ ledger: Ledger, seed: UInt64) async throws {
         let open = shown.rows.filter { !$0.row.done }
         if !open.isEmpty {
             let tapped = open[random.int(0...(open.count - 1))]
-            try await ledger.append(TaskDone(id: tapped.key), key: "done-" + tapped.key)   // a second tap is the same event
+            try await ledger.append(TaskDone(id: tapped.key), key: "done-" + UUID().uuidString)   // one key per tap, not per task (docs/apps.md)
         }
         try await Task.sleep(for: .milliseconds(random.int(250...700)))
     }

@@ -80,9 +80,11 @@ func currentTasksEntry() -> TasksEntry {
 }
 
 /// The "done" button's intent, in `perform()`: the row is done in the event's own transaction,
-/// so the widget's reload shows it before the host app runs; a repeated tap is one event.
-func widgetMarkedDone(taskID: String) throws {
-    try InboxStore.open(as: "widget").append(TaskDone(id: taskID), key: "done-" + taskID)
+/// so the widget's reload shows it before the host app runs. The key names the tap: `perform()`
+/// mints `tapID` once, before the first try (`UUID().uuidString`), and a retry of that tap passes
+/// the same one — the retry is recognised, while the next tap is a completion of its own.
+func widgetMarkedDone(taskID: String, tapID: String) throws {
+    try InboxStore.open(as: "widget").append(TaskDone(id: taskID), key: "done-" + tapID)
 }
 
 /// The host app acts on each completion exactly once (a reminder cancelled, the server told):

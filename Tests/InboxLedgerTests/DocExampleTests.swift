@@ -44,3 +44,20 @@ import TestSupport   // TaskAdded, TaskDone and TaskList as docs/apps.md declare
     #expect(tasks.rows.map(\.row.done) == [true])
     #expect(tasks.document.open == 0 && tasks.document.done == 1)
 }
+
+@Test func aTaskDoneAgainAfterReopeningIsASecondCompletion() throws {
+    var options = LedgerOptions(role: "test")
+    options.projections = [TaskList.self]
+    let ledger = try Ledger.temporary(options: options)
+
+    try ledger.append(TaskAdded(id: "t1", title: "Water the plants", day: 20_000))
+    let first = try ledger.append(TaskDone(id: "t1"), key: "done-tap-1")   // a tap, as the widget's intent appends it
+    #expect(try ledger.append(TaskDone(id: "t1"), key: "done-tap-1") == first)   // that tap retried: recognised
+    try ledger.append(TaskAdded(id: "t1", title: "Water the plants", day: 20_001))   // reopened for tomorrow
+    try ledger.append(TaskDone(id: "t1"), key: "done-tap-2")   // the next tap: a completion of its own
+    let tasks = try ledger.read({ try $0.projection(TaskList.self).contents() })
+    #expect(tasks.rows.map(\.row.done) == [true])
+    #expect(tasks.document.open == 0 && tasks.document.done == 1)
+    let completions = try ledger.read({ try $0.events() }).filter { $0.baseType == TaskDone.eventType }
+    #expect(completions.count == 2)
+}

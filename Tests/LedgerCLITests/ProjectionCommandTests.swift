@@ -4,6 +4,19 @@ import LMDB
 import Testing
 import TestSupport
 
+/// A second projection reading completions: one row per task done.
+struct DoneCount: LedgerProjection {
+    struct Row: Codable, Sendable, Equatable { var times: Int }
+    static let name = "com.example.done-count"
+    static let version = 1
+    static let eventTypes: Set<String> = [TaskDone.eventType]
+
+    static func apply(_ event: Event, to state: inout ProjectionUpdate<DoneCount>) throws {
+        let done = try event.decode(as: TaskDone.self)
+        try state.set(Row(times: (try state.row(done.id)?.times ?? 0) + 1), for: done.id)
+    }
+}
+
 /// The CLI's side of app projections (docs/cli.md): `inspect` lists them, `ledger projection`
 /// dumps one without the app's code, `verify` checks the stored state's structure. The ledger is
 /// written by this process with the task list registered (the app); the CLI runs as its own
@@ -81,6 +94,78 @@ import TestSupport
         #expect(p["rows"] as? Int == 5 && p["appliedThrough"] as? Int == 11 && p["builtFrom"] as? Int == 0)
         #expect(p["eventTypes"] as? [String] == TaskList.eventTypes.sorted())
         #expect(p["failure"] is NSNull)
+
+        // The by-type counts say which app projection reads the app's types; none is "not projected".
+        #expect(text.stdout.contains("com.example.task-added (projected by com.example.tasks) 6"), "\(text.stdout)")
+        #expect(text.stdout.contains("com.example.task-done (projected by com.example.tasks) 2"), "\(text.stdout)")
+        #expect(text.stdout.contains("com.example.task-removed (projected by com.example.tasks) 1"), "\(text.stdout)")
+        #expect(!text.stdout.contains("(unknown)") && !text.stdout.contains("not projected"), "\(text.stdout)")
+        // A type nothing reads is unknown; a later version of a projected type is still projected.
+        let custom = #"{"type":"custom.note","data":1}"# + "\n" + #"{"type":"com.example.task-done@2","data":{"id":"t0"}}"#
+        #expect(try ledger("append", path, input: custom).status == 0)
+        let mixed = try ledger("inspect", path).stdout
+        #expect(mixed.contains("custom.note (unknown) 1"), "\(mixed)")
+        #expect(mixed.contains("com.example.task-done@2 (projected by com.example.tasks) 1"), "\(mixed)")
+        #expect(mixed.contains("com.example.task-added (projected by com.example.tasks) 6"), "\(mixed)")
+        #expect(mixed.contains("\n             (unknown: not interpreted here; kept, delivered, not projected)\n"), "\(mixed)")
+        #expect(try jsonObject(try ledger("inspect", path, "--json").stdout)["unknownTypes"] as? [String]
+            == ["com.example.task-added", "com.example.task-done", "com.example.task-done@2", "com.example.task-removed", "custom.note"])
+    }
+
+    @Test func inspectNamesEveryAppProjectionThatReadsAType() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        var options = LedgerOptions(role: "app")
+        options.projections = [TaskList.self, DoneCount.self]
+        let app = try Ledger(path: path, options: options)
+        try app.append(TaskAdded(id: "t0", title: "Milk", day: 0))
+        try app.append(TaskDone(id: "t0"))
+        let out = try ledger("inspect", path)
+        #expect(out.status == 0, "\(out.stderr)")
+        let lines = out.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains("  by type    com.example.task-added (projected by com.example.tasks) 1"), "\(out.stdout)")
+        // Too wide for a line: broken at a space, continued further in.
+        #expect(lines.contains("             com.example.task-done (projected by com.example.done-count,"), "\(out.stdout)")
+        #expect(lines.contains("               com.example.tasks) 1"), "\(out.stdout)")
+        #expect(!out.stdout.contains("(unknown)"), "\(out.stdout)")
+    }
+
+    @Test func aRowIsOneLineWhateverItsKeyHolds() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        var options = LedgerOptions(role: "app")
+        options.projections = [TaskList.self]
+        let app = try Ledger(path: path, options: options)
+        // Keys the app chose (a pasted title, say), in the projection's order (by day).
+        let tasks: [(key: String, title: String)] = [
+            ("line\nbreak", "a"), ("carriage\rreturn", "b"), ("tab\there", "c"), ("esc\u{1B}[31mred", "d"),
+            ("crlf\r\nnext", "e"), ("nel\u{85}sep\u{2028}par\u{2029}del\u{7F}", "f"), (#"back\slash"#, "g"),
+            ("Grüße, 東京 👋🏽 café", "h"), ("plain", "title\u{2028}with a separator"),
+        ]
+        for (day, task) in tasks.enumerated() { try app.append(TaskAdded(id: task.key, title: task.title, day: Int64(day))) }
+
+        let text = try ledger("projection", path, TaskList.name)
+        #expect(text.status == 0, "\(text.stderr)")
+        let lines = text.stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let rowLines = Array(lines.drop { !$0.hasPrefix("  rows ") }.dropFirst())
+        #expect(rowLines == [
+            #"line\nbreak  {"day":0,"done":false,"title":"a"}"#,
+            #"carriage\rreturn  {"day":1,"done":false,"title":"b"}"#,
+            #"tab\there  {"day":2,"done":false,"title":"c"}"#,
+            #"esc\u001B[31mred  {"day":3,"done":false,"title":"d"}"#,
+            #"crlf\r\nnext  {"day":4,"done":false,"title":"e"}"#,
+            #"nel\u0085sep\u2028par\u2029del\u007F  {"day":5,"done":false,"title":"f"}"#,
+            #"back\\slash  {"day":6,"done":false,"title":"g"}"#,
+            #"Grüße, 東京 👋🏽 café  {"day":7,"done":false,"title":"h"}"#,  // printed as it is
+            #"plain  {"day":8,"done":false,"title":"title\u2028with a separator"}"#,  // the same JSON
+            "",
+        ], "\(text.stdout)")
+        // Nothing else of the output breaks a line or hides one either.
+        let breaking: Set<Unicode.GeneralCategory> = [.control, .lineSeparator, .paragraphSeparator]
+        #expect(!text.stdout.unicodeScalars.contains { $0 != "\n" && breaking.contains($0.properties.generalCategory) }, "\(text.stdout)")
+        // --json keeps the keys as they are.
+        let dumped = try #require(try jsonObject(try ledger("projection", path, TaskList.name, "--json").stdout)["rows"] as? [[String: Any]])
+        #expect(dumped.map { $0["key"] as? String } == tasks.map(\.key))
     }
 
     @Test func projectionDumpsTheRowsInTheProjectionsOrder() throws {

@@ -63,19 +63,35 @@ enum Units {
         return lines.enumerated().map { i, l in (i == 0 ? (styledLabel ?? label) : indent) + l }
     }
 
-    /// `label app 120 · widget 40`, largest first, wrapped to 80 columns under the label.
+    /// `label app 120 · widget 40`, largest first, wrapped to 80 columns under the label; an
+    /// item wider than a line is broken at its spaces, continued two columns further in.
     static func list(_ label: String, _ counts: [String: UInt64]) -> [String] {
         let items = counts.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.map { "\($0.key) \($0.value)" }
         if items.isEmpty { return [label + "–"] }
+        let indent = String(repeating: " ", count: label.count)
         var lines: [String] = []
         var line = label
         for item in items {
-            let piece = line.count == label.count ? item : " · " + item
-            if line.count + piece.count > 80, line.count > label.count {
+            let separator = line.count == label.count ? "" : " · "
+            if line.count + separator.count + item.count <= 80 {
+                line += separator + item
+                continue
+            }
+            if line.count > label.count {
                 lines.append(line)
-                line = String(repeating: " ", count: label.count) + item
-            } else {
-                line += piece
+                line = indent
+            }
+            if line.count + item.count <= 80 {
+                line += item
+                continue
+            }
+            for (i, word) in item.split(separator: " ").enumerated() {
+                if i > 0, line.count + 1 + word.count > 80 {
+                    lines.append(line)
+                    line = indent + "  " + word
+                } else {
+                    line += (i > 0 ? " " : "") + word
+                }
             }
         }
         lines.append(Style.fit(line))
@@ -89,6 +105,60 @@ enum EventFormatting {
         let payload = String(decoding: event.payload.prefix(200), as: UTF8.self)
         let text = "#\(event.sequence)  \(event.origin)  \(event.type)  \(payload)"
         return text.count <= width ? text : String(text.prefix(width - 1)) + "…"  // `width` may be narrower than Style.width
+    }
+}
+
+/// Text from the ledger's contents — a row's key, a failure's reason, stored JSON — as human
+/// output prints it: always on one line (docs/cli.md, "ledger projection").
+enum Untrusted {
+    /// `text` with `\` and what would break or end its line escaped as in a JSON string: `\\`,
+    /// `\n`, `\r`, `\t`, and `\uXXXX` for the other control characters (U+0000–U+001F,
+    /// U+007F–U+009F) and the line and paragraph separators (U+2028, U+2029). Any other text —
+    /// letters of any script, emoji, spaces — is printed as it is.
+    static func escaped(_ text: String) -> String {
+        var out = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\\": out.append(contentsOf: #"\\"#.unicodeScalars)
+            case "\n": out.append(contentsOf: #"\n"#.unicodeScalars)
+            case "\r": out.append(contentsOf: #"\r"#.unicodeScalars)
+            case "\t": out.append(contentsOf: #"\t"#.unicodeScalars)
+            default:
+                if breaksLine(scalar) { out.append(contentsOf: hexEscape(scalar).unicodeScalars) } else { out.append(scalar) }
+            }
+        }
+        return String(out)
+    }
+
+    /// Valid JSON `json` on one line, still the same JSON: the whitespace between its tokens
+    /// (tab, line feed, carriage return: JSON allows no other control character outside a
+    /// string, nor these inside one) as spaces, and inside its strings the characters JSON
+    /// leaves unescaped that would break the line (U+007F–U+009F, U+2028, U+2029) as `\uXXXX`.
+    static func oneLineJSON(_ json: String) -> String {
+        var out = String.UnicodeScalarView()
+        for scalar in json.unicodeScalars {
+            switch scalar {
+            case "\n", "\r", "\t": out.append(" ")
+            default:
+                if breaksLine(scalar) { out.append(contentsOf: hexEscape(scalar).unicodeScalars) } else { out.append(scalar) }
+            }
+        }
+        return String(out)
+    }
+
+    /// Whether `scalar` is a control character or a line or paragraph separator (the rule an
+    /// origin role is checked by: `Ledger.validateRole`).
+    static func breaksLine(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .control, .lineSeparator, .paragraphSeparator: true
+        default: false
+        }
+    }
+
+    /// `\u001B`: four hex digits, enough for every scalar ``breaksLine(_:)`` is true of.
+    static func hexEscape(_ scalar: Unicode.Scalar) -> String {
+        let hex = String(scalar.value, radix: 16, uppercase: true)
+        return #"\u"# + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
     }
 }
 

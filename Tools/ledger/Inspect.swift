@@ -56,13 +56,18 @@ struct Inspect: ParsableCommand, GuardedCommand {
         lines.append("  format     \(s.metadata.formatVersion), created \(Timestamp(micros: s.metadata.createdAtMicros).iso8601)")
         lines.append("  rules      durability floor \(s.metadata.durabilityFloor.rawValue), projection rules version \(s.metadata.projectionVersion)")
         lines.append("  events     \(s.eventCount) (sequences \(s.firstSequence)–\(s.headSequence)), \(s.idempotencyKeys) idempotency keys")
-        // Types this version does not interpret (custom ones, or built-ins of a newer version):
-        // kept and delivered to consumers, skipped by the projections.
-        let unknown = s.countsByType.keys.filter { !DomainEvent.builtInTypes.contains($0) }
-        lines += Units.list("  by type    ", Dictionary(uniqueKeysWithValues: s.countsByType.map {
-            (unknown.contains($0.key) ? $0.key + " (unknown)" : $0.key, $0.value)
+        // Types the built-in projections do not interpret (custom ones, or built-ins of a newer
+        // version): those a stored app projection reads say which; the rest are kept and
+        // delivered to consumers, and nothing projects them.
+        let readers = Self.readers(projections)
+        var unknown = false
+        lines += Units.list("  by type    ", Dictionary(uniqueKeysWithValues: s.countsByType.map { type, count in
+            if DomainEvent.builtInTypes.contains(type) { return (type, count) }
+            if let names = readers[Self.baseType(type)] { return (type + " (projected by " + names.joined(separator: ", ") + ")", count) }
+            unknown = true
+            return (type + " (unknown)", count)
         }))
-        if !unknown.isEmpty {
+        if unknown {
             lines.append("             (unknown: not interpreted here; kept, delivered, not projected)")
         }
         lines += Units.list("  by origin  ", s.countsByOrigin)
@@ -110,6 +115,26 @@ struct Inspect: ParsableCommand, GuardedCommand {
         return lines.joined(separator: "\n")
     }
 
+    /// The stored app projections that read each event type (the types their records list),
+    /// by name; none when the records cannot be read (the projections' section says why).
+    static func readers(_ listed: Result<[ProjectionInfo], LedgerError>) -> [String: [String]] {
+        guard case .success(let projections) = listed else { return [:] }
+        var readers: [String: [String]] = [:]
+        for p in projections.sorted(by: { $0.name < $1.name }) {
+            for type in p.eventTypes { readers[type, default: []].append(p.name) }
+        }
+        return readers
+    }
+
+    /// The base name of a stored type name, as `Event.baseType` reads it: a version suffix
+    /// `@N` (N ≥ 2) removed — an app projection lists the base names of the types it reads.
+    static func baseType(_ stored: String) -> String {
+        guard let at = stored.lastIndex(of: "@") else { return stored }
+        let suffix = stored[stored.index(after: at)...]
+        guard let version = Int(suffix), version >= 2, String(version) == suffix else { return stored }
+        return String(stored[..<at])
+    }
+
     /// The app projections stored (`ledger projection PATH NAME` dumps one): name, version,
     /// status, rows, how far each has applied the log, and why one failed.
     static func projectionLines(_ listed: Result<[ProjectionInfo], LedgerError>) -> [String] {
@@ -123,7 +148,7 @@ struct Inspect: ParsableCommand, GuardedCommand {
         for p in projections {
             let built = p.builtFrom > 0 ? " (built from \(p.builtFrom))" : ""
             lines.append(Style.fit("    \(p.name) v\(p.version) \(p.status) · \(p.rows) \(p.rows == 1 ? "row" : "rows") · applied through \(p.appliedThrough)\(built)"))
-            if let failure = p.failure { lines += Units.wrap("      failed  ", failure) }
+            if let failure = p.failure { lines += Units.wrap("      failed  ", Untrusted.escaped(failure)) }
         }
         return lines
     }

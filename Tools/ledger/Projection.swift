@@ -10,7 +10,9 @@ struct ProjectionCommand: ParsableCommand, GuardedCommand {
             Prints the stored state of the app projection NAME (a LedgerProjection an app
             registers): its record (version, status, rows, the last sequence applied), its
             document and its rows in the projection's order, one per line as `key  row`, each
-            row as the JSON it is stored as. Opens read-only. `ledger inspect` lists the names.
+            row as the JSON it is stored as (a key's backslashes and control characters are
+            escaped as in a JSON string: one row, one line). Opens read-only. `ledger inspect`
+            lists the names.
             The stored state is what the last process that keeps the projection wrote: events
             appended since by processes without it are not applied here (see appliedThrough).
 
@@ -57,19 +59,23 @@ struct ProjectionCommand: ParsableCommand, GuardedCommand {
         let built = info.builtFrom > 0 ? ", built from \(info.builtFrom)" : ""
         lines.append("  version \(info.version) · \(info.status) · \(info.rows) \(info.rows == 1 ? "row" : "rows") · applied through \(info.appliedThrough)\(built)")
         lines += Units.wrap("  events   ", info.eventTypes.isEmpty ? "–" : info.eventTypes.joined(separator: " · "))
-        if let failure = info.failure { lines += Units.wrap("  failed   ", failure, styledLabel: Style.bad("  failed   ")) }
+        if let failure = info.failure { lines += Units.wrap("  failed   ", Untrusted.escaped(failure), styledLabel: Style.bad("  failed   ")) }
         lines.append("  document " + (dump.document.map(Self.shown) ?? "none"))
         let shownRows = dump.rows.count < info.rows ? "first \(dump.rows.count) of \(info.rows)" : "\(dump.rows.count)"
         lines.append("  rows     \(shownRows), in the projection's order (key  row):")
-        for row in dump.rows { lines.append("\(row.key)  \(Self.shown(row.json))") }
+        // One line per row whatever the key holds (the app chooses it: a title, a path).
+        for row in dump.rows { lines.append("\(Untrusted.escaped(row.key))  \(Self.shown(row.json))") }
         try emit(lines.joined(separator: "\n"))
     }
 
-    /// Stored JSON as it is; bytes that are not JSON are said to be so.
+    /// Stored JSON as it is, on one line (``Untrusted/oneLineJSON(_:)``: the same JSON); bytes
+    /// that are not JSON are said to be so.
     static func shown(_ bytes: [UInt8]) -> String {
-        guard (try? JSONDecoder().decode(JSONValue.self, from: Data(bytes))) != nil else {
+        do {
+            _ = try JSONDecoder().decode(JSONValue.self, from: Data(bytes))
+        } catch {
             return "(not JSON: \(bytes.count) bytes, base64 \(Data(bytes).base64EncodedString()))"
         }
-        return String(decoding: bytes, as: UTF8.self)
+        return Untrusted.oneLineJSON(String(decoding: bytes, as: UTF8.self))
     }
 }
