@@ -41,6 +41,11 @@ public enum SystemKind: String, CaseIterable, Sendable {
     case projectionTop10 = "projection-top10"
     /// W9 cold read: the task list folded from the whole log at launch (`events(after:)` in pages).
     case ledgerFoldLog = "ledger-fold-log"
+    /// W9-O: a cold widget process opening writable with the task projection registered while a
+    /// build of it is due (the opening applies nothing; the read says it is being built).
+    case ledgerBuildDue = "ledger+build-due"
+    /// W9-L: a read-only widget's read of the task projection 40,000 events behind the log.
+    case projectionBehind = "projection-behind"
 }
 
 /// What every system can be asked to do. A workload that does not apply to a system is not
@@ -74,7 +79,7 @@ public func openStore(_ kind: SystemKind, directory: String) throws -> Store {
     case .sqliteNormal: try SQLiteStore(directory: directory, synchronous: "NORMAL")
     case .rewrite: try RewriteStore(directory: directory)
     case .ledgerProjection: try LedgerStore(directory: directory, durability: .durable, typed: true, projections: [TaskList.self])
-    case .projectionRow, .projectionTop10, .ledgerFoldLog: throw BenchFailure("\(kind.rawValue) is a W9 read, not a store")
+    case .projectionRow, .projectionTop10, .ledgerFoldLog, .ledgerBuildDue, .projectionBehind: throw BenchFailure("\(kind.rawValue) is a W9 read, not a store")
     }
 }
 

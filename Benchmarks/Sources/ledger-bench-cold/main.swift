@@ -6,7 +6,8 @@
 //
 // W9-C (SYSTEM `ledger+projection` or `ledger-fold-log`): the first 10 rows of the task list,
 // from the app projection or folded from the log; a second line names their keys (the two
-// systems must agree).
+// systems must agree). W9-O (SYSTEM `ledger+build-due`): opens writable with the task
+// projection registered while its build is due; the second line says "building" or "ready".
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -30,7 +31,11 @@ guard arguments.count == 3, let system = SystemKind(rawValue: arguments[1]) else
     exit(2)
 }
 do {
-    if system == .ledgerProjection || system == .ledgerFoldLog {
+    if system == .ledgerBuildDue {
+        let state = try coldReadTasks(system, directory: arguments[2])
+        print(peakRSSBytes())
+        print(state.joined())
+    } else if system == .ledgerProjection || system == .ledgerFoldLog {
         let keys = try coldReadTasks(system, directory: arguments[2])
         guard keys.count == 10 else { throw BenchFailure("read \(keys.count) task rows, expected 10") }
         print(peakRSSBytes())

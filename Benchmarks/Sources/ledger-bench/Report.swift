@@ -144,6 +144,15 @@ func targets(_ all: [Measurement]) -> String {
     if let rss = find("W9-C", "ledger+projection")?.peakRSSBytes {
         lines.append("\(rss <= 20 << 20 ? "met   " : "MISSED") W9-C ledger+projection peak RSS: \(String(format: "%.1f MiB", Double(rss) / 1_048_576)) (target ≤ 20 MiB)")
     }
+    // Issue 38: builds off the opening, at engine speed; bounded catch-up.
+    if let ops = find("W9-U", "ledger+projection")?.opsPerSecond {
+        lines.append("\(ops >= 500_000 ? "met   " : "MISSED") W9-U build: \(formatCount(ops)) events/s (target ≥ 500,000)")
+    }
+    check("W9-O opening with a build due vs W5 (p50)", find("W9-O", "ledger+build-due")?.p50Micros.flatMap { o in find("W5", "ledger")?.p50Micros.map { $0 / o } },
+          "≥ 1× (no slower)") { $0 >= 1 }
+    check("W9-L read 40,000 behind (p50)", find("W9-L", "projection-behind")?.p50Micros, "≤ 10 ms", { $0 <= 10_000 }, "µs")
+    check("W9-R projection-top10 vs W4 widget read (p50)", find("W9-R", "projection-top10")?.p50Micros.flatMap { t in find("W9-R", "ledger")?.p50Micros.map { t / $0 } },
+          "≤ 2×") { $0 <= 2 }
     return lines.isEmpty ? "" : "Targets (this run):\n" + lines.joined(separator: "\n") + "\n"
 }
 

@@ -16,10 +16,12 @@ struct Sizes {
     var notifications = 200       // W8: round trips
     var idleSeconds = 10.0        // W8: idle window
     var taskLogEvents = 100_000   // W9-R and W9-C: task events in the log
+    var buildEvents = 200_000     // W9-U and W9-O: task events a build of the projection reads
+    var behindEvents = 40_000     // W9-L: task events a read is behind
 
     static let quick = Sizes(repetitions: 1, batches: 2, singleAppends: 20, threadAppends: 4, processBatches: 1,
                              widgetReads: 500, coldStarts: 2, catchUpEvents: 20_000, notifications: 20, idleSeconds: 1,
-                             taskLogEvents: 2_000)
+                             taskLogEvents: 2_000, buildEvents: 5_000, behindEvents: 4_000)
 }
 
 /// What one repetition of a workload observed for one system.
@@ -93,7 +95,7 @@ final class Bench {
     static let allWriters: [SystemKind] = [.ledger, .ledgerJSON, .lmdbSameJob, .lmdb, .sqliteFull, .sqliteNormal, .rewrite]
     static let logs: [SystemKind] = [.ledger, .lmdb, .sqliteFull]
 
-    lazy var workloads: [Workload] = [w1, w2Single, w2Threads, w2Callers, w3, w4, w5, w6, w7, w8, w9Single, w9Batch, w9Read, w9Cold]
+    lazy var workloads: [Workload] = [w1, w2Single, w2Threads, w2Callers, w3, w4, w5, w6, w7, w8, w9Single, w9Batch, w9Read, w9Cold, w9Opening, w9Build, w9Behind]
 
     // W1: batches of 1,000 inbox-sync deltas, projections included.
     var w1: Workload {
@@ -443,6 +445,93 @@ extension Bench {
                 peak = max(peak, rss)
             }
             return Observation(latencies: latencies, peakRSSBytes: peak)
+        }
+    }
+}
+
+// MARK: - W9 upgrades and catch-up (issue 38)
+
+extension Bench {
+    /// The log of W9-O and W9-U: `buildEvents` task events appended without the projection,
+    /// loaded once per run; the projection's stored state dropped, so that its build is due.
+    func taskLogToBuild() throws -> String {
+        let path = directory("w9-build", .ledgerProjection)
+        let plain = try openTaskLedger(path, projection: false)
+        if try plain.read({ try $0.head() }) == 0 {
+            var done = 0
+            while done < sizes.buildEvents {
+                let n = min(1000, sizes.buildEvents - done)
+                _ = try plain.append(contentsOf: try (done..<done + n).map(TaskLog.event))
+                done += n
+            }
+        }
+        try plain.projections.drop(named: TaskList.name)
+        return path
+    }
+
+    // W9-O: a cold widget process opens writable while a 200,000-event build is due (vs W5).
+    var w9Opening: Workload {
+        Workload(id: "W9-O", title: "app projection, cold widget process opening writable while a 200,000-event build is due (vs W5's cold launch)",
+                 systems: [.ledgerBuildDue], baseline: .ledgerBuildDue,
+                 prepare: { _, bench in _ = try bench.taskLogToBuild() }
+        ) { system, _, bench in
+            let path = try bench.taskLogToBuild()
+            var latencies: [Double] = []
+            var peak = 0
+            for _ in 0..<bench.sizes.coldStarts {
+                let t0 = monotonicNanos()
+                let child = try Child([system.rawValue, path], executable: coldReaderPath())
+                let rss = child.readLine().flatMap { Int($0) }
+                let state = child.readLine()
+                let status = try child.wait()
+                latencies.append(Double(monotonicNanos() - t0) / 1000)
+                guard status == 0, let rss, state == "building" || state == "ready" else { throw BenchFailure("a W9-O child exited with \(status) (\(state ?? "-"))") }
+                peak = max(peak, rss)
+            }
+            return Observation(latencies: latencies, peakRSSBytes: peak)
+        }
+    }
+
+    // W9-U: the build of the task projection over `buildEvents` events, wall time, no other writer.
+    var w9Build: Workload {
+        Workload(id: "W9-U", title: "app projection: build of a new version over 200,000 events (ledger.projections.build(), wall time)",
+                 systems: [.ledgerProjection], maxRepetitions: 2,
+                 prepare: { _, bench in _ = try bench.taskLogToBuild() }
+        ) { _, _, bench in
+            let path = try bench.taskLogToBuild()  // dropped again: the whole build is due
+            let ledger = try openTaskLedger(path, projection: true, builds: .whenAsked)
+            let micros = try timeMicros { try ledger.projections.build() }
+            guard try ledger.read({ try $0.projection(TaskList.self).contents(limit: 1) }).head == UInt64(bench.sizes.buildEvents) else {
+                throw BenchFailure("W9-U: the build did not reach the head")
+            }
+            return Observation(opsPerSecond: Double(bench.sizes.buildEvents) / (micros / 1e6), latencies: [micros], seconds: micros / 1e6)
+        }
+    }
+
+    // W9-L: a read-only widget's read of the task list `behindEvents` events behind (appended by
+    // a process without the projection; no registered writer since): bounded at 2,000 replays.
+    var w9Behind: Workload {
+        Workload(id: "W9-L", title: "app projection, read-only widget read 40,000 events behind (projectionContents(limit: 5))",
+                 systems: [.projectionBehind], baseline: .projectionBehind,
+                 prepare: { _, bench in
+                     let path = bench.directory("w9-behind", .projectionBehind)
+                     let app = try openTaskLedger(path, projection: true, builds: .whenAsked)
+                     guard try app.read({ try $0.head() }) == 0 else { return }
+                     _ = try app.append(contentsOf: try (0..<1000).map(TaskLog.event))
+                     let plain = try openTaskLedger(path, projection: false)
+                     var done = 1000
+                     while done < 1000 + bench.sizes.behindEvents {
+                         _ = try plain.append(contentsOf: try (done..<done + 1000).map(TaskLog.event))
+                         done += 1000
+                     }
+                 }
+        ) { system, _, bench in
+            let widget = try openTaskLedger(bench.directory("w9-behind", system), projection: true, role: "widget", readOnly: true)
+            let read = { try widget.read({ try $0.projection(TaskList.self).contents(limit: 5) }) }
+            guard try read().behind > 0 else { throw BenchFailure("W9-L: the read is not behind") }
+            var latencies: [Double] = []
+            for _ in 0..<50 { latencies.append(try timeMicros { _ = try read() }) }
+            return Observation(opsPerSecond: Double(latencies.count) / (latencies.reduce(0, +) / 1e6), latencies: latencies)
         }
     }
 }

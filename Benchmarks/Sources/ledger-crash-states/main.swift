@@ -234,7 +234,7 @@ func appendBatch(_ events: [NewEvent], by path: AppendPath, to ledger: Ledger) t
     case .conditional:
         return try ledger.append(AppendRequest(events, expectingHead: try ledger.read({ try $0.head() }))).sequences
     case .async:
-        return try blocking { try await ledger.append(contentsOf: events) }
+        return try blocking { try await ledger.append(AppendRequest(events)).sequences }
     case .consumer:
         // The batch another process appended, read and committed over by this consumer.
         let consumer = try ledger.consumers.consumer(named: "crash-consumer")
