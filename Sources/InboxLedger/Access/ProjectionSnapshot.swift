@@ -115,7 +115,7 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
         let tables = snapshot.tables
         let cache = registry.cache
         (reader, rowCount, head, behind) = try snapshot.run("read projection") {
-            guard var meta = try AppProjectionTable.meta(P.name, version: P.version, in: tables.projections, path: path, cache: cache) else {
+            guard var meta = try AppProjectionTable.meta(registered.space, in: tables.projections, path: path, cache: cache) else {
                 let newest = try AppProjectionTable.versions(of: P.name, in: tables.projections, path: path).map(\.version).max()
                 if let newest, newest > P.version {
                     throw LedgerError.projectionUnavailable(name: P.name, reason: "the ledger holds version \(newest), this process registers version \(P.version) (a newer app built it: update this process)")
@@ -133,7 +133,7 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
             }
             let head = try tables.head()
             if meta.appliedThrough >= head {
-                return (AppProjectionReader(store: tables.projections, space: AppProjectionSpace(meta), path: path, cache: cache), meta.rows, head, 0)
+                return (AppProjectionReader(store: tables.projections, space: .of(meta, registered: registered.space), path: path, cache: cache), meta.rows, head, 0)
             }
             // Events appended by processes without this version: applied here, in memory, up to the bound.
             let overlay = OverlayStore(base: tables.projections)

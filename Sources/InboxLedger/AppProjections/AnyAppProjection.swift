@@ -17,6 +17,8 @@ struct AnyAppProjection: Sendable {
     /// The type it was made from (two registrations of one name must be one type).
     let typeName: String
     let type: ObjectIdentifier
+    /// Where its version is stored (``AppProjectionKeys``), its keys built once.
+    let space: AppProjectionSpace
 
     init<P: LedgerProjection>(_ projection: P.Type) {
         name = P.name
@@ -24,6 +26,7 @@ struct AnyAppProjection: Sendable {
         eventTypes = P.eventTypes
         typeName = String(reflecting: P.self)
         type = ObjectIdentifier(P.self)
+        space = AppProjectionSpace(P.self)
         stage = { (events: [Event], reader: AppProjectionReader, context: ProjectionApplyContext) throws(LedgerError) -> AppProjectionChanges in
             var update = try ProjectionUpdate<P>(stored: reader, context: context)
             let before = update.document

@@ -113,6 +113,8 @@ struct AppProjectionsInTransaction {
     /// The registered projections' caches of their last decoded record (by name): an append
     /// that finds the record its handle wrote last skips its JSON decoding.
     private var caches: [String: AppProjectionCache] = [:]
+    /// The registered spaces, by name (their keys built once).
+    private var spaces: [String: AppProjectionSpace] = [:]
 
     init(_ tables: StoreTransaction) { self.tables = tables }
 
@@ -120,7 +122,8 @@ struct AppProjectionsInTransaction {
 
     private mutating func meta(_ projection: AnyAppProjection) throws -> AppProjectionMeta? {
         if let cached = metas[projection.name] { return cached }
-        let loaded = try AppProjectionTable.meta(projection.name, version: projection.version, in: store, path: tables.path, cache: caches[projection.name])
+        spaces[projection.name] = projection.space
+        let loaded = try AppProjectionTable.meta(projection.space, in: store, path: tables.path, cache: caches[projection.name])
         metas[projection.name] = .some(loaded)
         return loaded
     }
@@ -163,7 +166,7 @@ struct AppProjectionsInTransaction {
         var staged: [(AnyAppProjection, AppProjectionChanges)] = []
         for projection in projections {
             guard let meta = metas[projection.name] ?? nil else { continue }
-            let reader = AppProjectionReader(store: store, space: AppProjectionSpace(meta), path: tables.path, cache: registry.cache)
+            let reader = AppProjectionReader(store: store, space: .of(meta, registered: projection.space), path: tables.path, cache: registry.cache)
             staged.append((projection, try projection.stage(upcast, reader, .appending)))
         }
         return staged
@@ -173,7 +176,7 @@ struct AppProjectionsInTransaction {
     mutating func write(_ staged: [(AnyAppProjection, AppProjectionChanges)], through head: UInt64) throws {
         for (projection, changes) in staged {
             guard var meta = try meta(projection), meta.appliedThrough != head || !changes.isEmpty else { continue }
-            if !changes.isEmpty { try AppProjectionTable.write(changes, space: AppProjectionSpace(meta), into: store, rows: &meta.rows) }
+            if !changes.isEmpty { try AppProjectionTable.write(changes, space: .of(meta, registered: projection.space), into: store, rows: &meta.rows) }
             meta.appliedThrough = head
             metas[projection.name] = .some(meta)
             dirty.insert(projection.name)
@@ -185,8 +188,8 @@ struct AppProjectionsInTransaction {
         for name in dirty.sorted() {
             guard let meta = metas[name] ?? nil else { continue }
             let bytes = try meta.encoded()
-            let key = AppProjectionSpace(meta).record
-            try store.put(.apps, key, bytes)
+            let space = spaces[name].map { AppProjectionSpace.of(meta, registered: $0) } ?? AppProjectionSpace(meta)
+            try store.put(.apps, space.record, bytes)
             caches[name]?.remember(name, bytes, meta)
         }
     }

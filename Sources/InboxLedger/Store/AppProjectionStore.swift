@@ -51,13 +51,25 @@ enum AppProjectionKeys {
 /// Where one version of a projection is stored: its record's key and its state's prefix
 /// (``AppProjectionKeys``).
 struct AppProjectionSpace: Hashable, Sendable, CustomStringConvertible {
-    var name: String
+    let name: String
     /// Its version; nil for a legacy space (`name ‖ 0x00 ‖ …`, whatever version its record holds).
-    var version: Int?
+    let version: Int?
+    /// Its record's key.
+    let record: [UInt8]
+    /// What every key of its state starts with.
+    let prefix: [UInt8]
 
     init(name: String, version: Int?) {
         self.name = name
         self.version = version
+        if let version {
+            let digits = Array(String(version).utf8)
+            record = [0x00] + Array(name.utf8) + [0x01] + digits
+            prefix = Array(name.utf8) + [0x01] + digits + [0x00]
+        } else {
+            record = [0x00] + Array(name.utf8)
+            prefix = Array(name.utf8) + [0x00]
+        }
     }
 
     /// The space of `P`'s registered version.
@@ -66,14 +78,11 @@ struct AppProjectionSpace: Hashable, Sendable, CustomStringConvertible {
     /// The space `meta` names.
     init(_ meta: AppProjectionMeta) { self.init(name: meta.name, version: meta.legacyKeys == true ? nil : meta.version) }
 
-    var record: [UInt8] {
-        guard let version else { return [0x00] + Array(name.utf8) }
-        return [0x00] + Array(name.utf8) + [0x01] + Array(String(version).utf8)
+    /// The space `meta` names, `registered` when it is that one (no key is built again).
+    static func of(_ meta: AppProjectionMeta, registered: AppProjectionSpace) -> AppProjectionSpace {
+        meta.legacyKeys != true && meta.version == registered.version && meta.name == registered.name ? registered : AppProjectionSpace(meta)
     }
-    var prefix: [UInt8] {
-        guard let version else { return Array(name.utf8) + [0x00] }
-        return Array(name.utf8) + [0x01] + Array(String(version).utf8) + [0x00]
-    }
+
     var document: [UInt8] { prefix + [UInt8(ascii: "D")] }
     var rowPrefix: [UInt8] { prefix + [UInt8(ascii: "R")] }
     func row(_ key: String) -> [UInt8] { rowPrefix + Array(key.utf8) }
@@ -326,13 +335,19 @@ enum AppProjectionTable {
     /// reads find the record they wrote last without decoding it).
     static func meta(_ name: String, version: Int, in store: some ProjectionStore, path: String,
                      cache: AppProjectionCache? = nil) throws -> AppProjectionMeta? {
-        for space in [AppProjectionSpace(name: name, version: version), AppProjectionSpace(name: name, version: nil)] {
-            let key = space.record
-            guard let bytes = try store.get(.apps, key) else { continue }
-            let meta = try cache?.meta(name, bytes, key: key, path: path) ?? AppProjectionMeta.decode(bytes, key: key, path: path)
-            return meta.version == version ? meta : nil
+        try meta(AppProjectionSpace(name: name, version: version), in: store, path: path, cache: cache)
+    }
+
+    /// The record of `space`'s version (a versioned space), else of the legacy space if it holds that version.
+    static func meta(_ space: AppProjectionSpace, in store: some ProjectionStore, path: String,
+                     cache: AppProjectionCache? = nil) throws -> AppProjectionMeta? {
+        if let bytes = try store.get(.apps, space.record) {
+            return try cache?.meta(space.name, bytes, key: space.record, path: path) ?? AppProjectionMeta.decode(bytes, key: space.record, path: path)
         }
-        return nil
+        let legacy = [0x00] + Array(space.name.utf8)
+        guard space.version != nil, let bytes = try store.get(.apps, legacy) else { return nil }
+        let meta = try cache?.meta(space.name, bytes, key: legacy, path: path) ?? AppProjectionMeta.decode(bytes, key: legacy, path: path)
+        return meta.version == space.version ? meta : nil
     }
 
     static func putMeta(_ meta: AppProjectionMeta, in store: some ProjectionStore) throws {
