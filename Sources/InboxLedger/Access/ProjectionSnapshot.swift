@@ -127,6 +127,7 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
             case .ready: break
             case .building, .clearing:
                 snapshot.refreshSoon()  // a build's steps do not move the head: an observation looks again
+                if access.store.writeRefusal == nil { registry.builder.schedule() }  // a stopped build continues
                 throw LedgerError.projectionBuilding(name: P.name, through: meta.appliedThrough)
             case .failed:
                 throw LedgerError.projectionUnavailable(name: P.name, reason: meta.failure ?? "it failed")

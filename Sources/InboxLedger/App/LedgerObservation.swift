@@ -83,7 +83,13 @@ public struct LedgerObservation<Value: Sendable>: Sendable {
                         } catch where error.isTransient {
                             // Suspended, a writer stopped, a projection being built: nothing to
                             // show yet; the wait below resumes with the next change after it
-                            // ends (or the moment the read named).
+                            // ends, or at the moment the read named (a build's steps do not
+                            // move the head: the head is not waited for then).
+                            if let refreshAt {
+                                let micros = max(0, refreshAt.micros - access.options.clock.now().micros)
+                                do { try await Task.sleep(for: .microseconds(micros)) } catch { throw .cancelled }
+                                continue
+                            }
                         }
                         try await Self.waitForChange(access, after: head, orUntil: refreshAt)
                     }

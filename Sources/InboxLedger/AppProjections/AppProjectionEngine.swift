@@ -121,10 +121,10 @@ struct AppProjectionsInTransaction {
     private var store: TransactionStore { tables.projections }
 
     private mutating func meta(_ projection: AnyAppProjection) throws -> AppProjectionMeta? {
-        if let cached = metas[projection.name] { return cached }
-        spaces[projection.name] = projection.space
+        if let cached = metas[projection.space.description] { return cached }
+        spaces[projection.space.description] = projection.space
         let loaded = try AppProjectionTable.meta(projection.space, in: store, path: tables.path, cache: caches[projection.name])
-        metas[projection.name] = .some(loaded)
+        metas[projection.space.description] = .some(loaded)
         return loaded
     }
 
@@ -138,17 +138,22 @@ struct AppProjectionsInTransaction {
         var kept: [AnyAppProjection] = []
         for projection in registry.projections {
             caches[projection.name] = registry.cache
-            guard var meta = try meta(projection), meta.status == .ready else { continue }
+            guard let found = try meta(projection) else { continue }
+            guard found.status == .ready else {
+                if found.status != .failed { registry.builder.schedule() }  // being built (or its build stopped): continued
+                continue
+            }
+            var meta = found
             if meta.successor != nil, !(meta.registrants ?? []).contains(getpid()) {
                 meta.registrants = (meta.registrants ?? []).filter(processIsAlive) + [getpid()]
-                metas[projection.name] = .some(meta)
-                dirty.insert(projection.name)
+                metas[projection.space.description] = .some(meta)
+                dirty.insert(projection.space.description)
             }
             if meta.appliedThrough < head {
                 let reached = try projection.catchUp(&meta, through: head, limit: AppProjectionBounds.catchUp, in: tables, into: store,
                                                      registry: registry, cache: registry.cache)
-                metas[projection.name] = .some(meta)
-                dirty.insert(projection.name)
+                metas[projection.space.description] = .some(meta)
+                dirty.insert(projection.space.description)
                 guard reached else {
                     registry.builder.schedule()  // the rest in the builder's steps (it waits for this commit)
                     continue
@@ -165,7 +170,7 @@ struct AppProjectionsInTransaction {
         let upcast = try registry.upcast(events)
         var staged: [(AnyAppProjection, AppProjectionChanges)] = []
         for projection in projections {
-            guard let meta = metas[projection.name] ?? nil else { continue }
+            guard let meta = metas[projection.space.description] ?? nil else { continue }
             let reader = AppProjectionReader(store: store, space: .of(meta, registered: projection.space), path: tables.path, cache: registry.cache)
             staged.append((projection, try projection.stage(upcast, reader, .appending)))
         }
@@ -178,8 +183,8 @@ struct AppProjectionsInTransaction {
             guard var meta = try meta(projection), meta.appliedThrough != head || !changes.isEmpty else { continue }
             if !changes.isEmpty { try AppProjectionTable.write(changes, space: .of(meta, registered: projection.space), into: store, rows: &meta.rows) }
             meta.appliedThrough = head
-            metas[projection.name] = .some(meta)
-            dirty.insert(projection.name)
+            metas[projection.space.description] = .some(meta)
+            dirty.insert(projection.space.description)
         }
     }
 
@@ -190,7 +195,7 @@ struct AppProjectionsInTransaction {
             let bytes = try meta.encoded()
             let space = spaces[name].map { AppProjectionSpace.of(meta, registered: $0) } ?? AppProjectionSpace(meta)
             try store.put(.apps, space.record, bytes)
-            caches[name]?.remember(name, bytes, meta)
+            caches[meta.name]?.remember(meta.name, bytes, meta)
         }
     }
 }

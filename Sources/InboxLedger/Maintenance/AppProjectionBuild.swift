@@ -31,14 +31,15 @@ struct AppProjectionBuild: LedgerAccessing {
         guard let own = versions.first(where: { $0.version == projection.version }) else {
             return versions.contains { $0.version > projection.version } ? nil : .create
         }
+        let replaced = versions.contains { $0.version > projection.version }
         switch own.status {
-        case .clearing, .building: return .advance
+        case .clearing, .building: return replaced ? nil : .advance  // a replaced version is never built again
         case .failed: return nil
         case .ready: break
         }
         if own.appliedThrough < head { return .advance }
         let me = getpid()
-        if versions.contains(where: { $0.version > projection.version }) {
+        if replaced {
             return own.successor == nil || !(own.registrants ?? []).contains(me) ? .register : nil
         }
         for old in versions where old.version < projection.version {
