@@ -94,6 +94,52 @@ import LMDB
         #expect(report.findings.first?.description.hasPrefix("app projection 'com.example.tasks': row 't3'") == true)
     }
 
+    /// Rows and documents are canonical JSON since the ledger's own codec; earlier versions
+    /// stored `JSONEncoder`'s output (sorted keys), which a rebuild compares canonically.
+    @Test func rowsAndADocumentWrittenByJSONEncoderVerifyHealthy() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        let app = try Ledger(path: path, options: options("app"))
+        try populate(app)
+        try app.append(TaskAdded(id: "t20", title: "read/write — ünïcode \"quoted\"\t", day: 2))
+        let before = try app.read({ try $0.projection(TaskList.self).contents() })
+        // Each row and the document as JSONEncoder writes them: sorted keys without escaped
+        // slashes (what earlier versions stored), and its other forms (escaped slashes, key
+        // order, whitespace), written behind the ledger's back.
+        let formats: [JSONEncoder.OutputFormatting] = [[.sortedKeys, .withoutEscapingSlashes], [], [.prettyPrinted, .sortedKeys]]
+        var differing = 0
+        try damage(path) { txn, table in
+            for (i, entry) in before.rows.enumerated() {
+                let rowKey = AppProjectionKeys.row(TaskList.name, entry.key)
+                let stored = try #require(try txn.get(table, key: rowKey))
+                let row = try #require(AppProjectionRow.decode(stored))
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = formats[i % formats.count]
+                let legacy = Array(try encoder.encode(entry.row))
+                if legacy != Array(row.json) { differing += 1 }
+                try txn.put(table, key: rowKey, value: AppProjectionRow.encode(order: row.order, json: legacy))
+            }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted]
+            try txn.put(table, key: AppProjectionKeys.document(TaskList.name), value: Array(try encoder.encode(before.document)))
+        }
+        #expect(differing >= 2, "the legacy forms must differ from the canonical bytes somewhere")
+        for ledger in [app, try Ledger(path: path, options: LedgerOptions(role: "cli"))] {
+            let report = try ledger.maintenance.verify()
+            #expect(report.isHealthy, "\(report.findings)")
+        }
+        // They read as they were, and a value that really differs is still found.
+        let reread = try app.read({ try $0.projection(TaskList.self).contents() })
+        #expect(reread.rows.map(\.key) == before.rows.map(\.key) && reread.rows.map(\.row) == before.rows.map(\.row) && reread.document == before.document)
+        try damage(path) { txn, table in
+            let rowKey = AppProjectionKeys.row(TaskList.name, "t20")
+            let stored = try #require(try txn.get(table, key: rowKey))
+            let row = try #require(AppProjectionRow.decode(stored))
+            try txn.put(table, key: rowKey, value: AppProjectionRow.encode(order: row.order, json: Array(#"{ "title": "read/write", "day": 2, "done": false }"#.utf8)))
+        }
+        #expect(problems(try app.maintenance.verify()).first?.hasPrefix("row 't20' differs from a rebuild") == true)
+    }
+
     @Test func rowsAddedOrRemovedAndADocumentChangedAreFoundByTheRebuild() throws {
         let dir = TemporaryDirectory()
         let path = dir.child("l")

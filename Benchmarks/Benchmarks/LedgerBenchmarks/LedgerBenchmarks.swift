@@ -54,6 +54,28 @@ func typedDelta(_ i: Int) -> DomainEvent {
         sentAt: Timestamp(micros: 1_795_334_400_000_000 + Int64(i % 60) * 60_000_000), read: false)]))
 }
 
+/// A typical app event and projection row (the task tracker of ledger-bench W9, Tasks.swift):
+/// what the ledger's own JSON codec decodes and encodes on every event a projection applies.
+struct CodecTaskAdded: LedgerEvent, Equatable {
+    static let eventType = "com.example.task-added"
+    var id: String
+    var title: String
+    var day: Int64
+}
+
+/// `TaskList.Row`'s shape, as a `LedgerEvent` so that `Event.decode(as:)` decodes it.
+struct CodecTaskRow: LedgerEvent, Equatable {
+    static let eventType = "com.example.task-row"
+    var title: String
+    var day: Int64
+    var done: Bool
+}
+
+/// An event as read back, holding `value`'s canonical payload.
+func codecEvent<E: LedgerEvent>(_ value: E) throws -> Event {
+    Event(sequence: 1, timestampMicros: 0, origin: Origin(role: "bench", pid: 1), type: E.eventType, key: nil, payload: try CanonicalJSON.encode(value))
+}
+
 let benchmarks: @Sendable () -> Void = {
     // Tolerances for `make benchmark-check` against the committed p90 thresholds in
     // Benchmarks/Thresholds: allocations are nearly exact (15 % at p90: the warm widget read
@@ -117,6 +139,48 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.startMeasurement()
         for _ in benchmark.scaledIterations {
             blackHole(try DomainEvent.decode(type: event.type, payload: event.payload))
+        }
+    }
+
+    // The ledger's own JSON codec against Foundation's, on a task event and a task row: each
+    // iteration decodes (or encodes) both. Foundation's encode is what CanonicalJSON.encode did
+    // before (JSONEncoder, then canonicalised); its row encode what rows were stored as
+    // (JSONEncoder with sorted keys).
+    let codecAdded = CodecTaskAdded(id: "t42", title: "Buy milk", day: 20250)
+    let codecRow = CodecTaskRow(title: "Buy milk", day: 20250, done: false)
+    Benchmark("json-decode-task-event-and-row-foundation") { benchmark in
+        let event = Data(try CanonicalJSON.encode(codecAdded)), row = Data(try CanonicalJSON.encode(codecRow))
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(try JSONDecoder().decode(CodecTaskAdded.self, from: event))
+            blackHole(try JSONDecoder().decode(CodecTaskRow.self, from: row))
+        }
+    }
+
+    Benchmark("json-decode-task-event-and-row") { benchmark in
+        let event = try codecEvent(codecAdded), row = try codecEvent(codecRow)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(try event.decode(as: CodecTaskAdded.self))
+            blackHole(try row.decode(as: CodecTaskRow.self))
+        }
+    }
+
+    Benchmark("json-encode-task-event-and-row-foundation") { benchmark in
+        let sorted = JSONEncoder()
+        sorted.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(try CanonicalJSON.canonicalize(Array(try JSONEncoder().encode(codecAdded))))
+            blackHole(Array(try sorted.encode(codecRow)))
+        }
+    }
+
+    Benchmark("json-encode-task-event-and-row") { benchmark in
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(try CanonicalJSON.encode(codecAdded))
+            blackHole(try CanonicalJSON.encode(codecRow))
         }
     }
 

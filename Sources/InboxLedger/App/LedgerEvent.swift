@@ -18,7 +18,7 @@ import Foundation
 ///
 /// The payload is the value's **canonical** JSON (``CanonicalJSON``): object keys sorted, no
 /// whitespace, numbers in one form. The same value therefore always gives the same bytes, so an
-/// idempotent retry never conflicts by accident, whatever `JSONEncoder` does with key order.
+/// idempotent retry never conflicts by accident, whatever order a dictionary iterates in.
 ///
 /// When the payload's shape changes, raise ``eventVersion`` and register an ``EventUpcaster``
 /// from the old version (``LedgerOptions/upcasters``): events are stored with their version
@@ -48,15 +48,16 @@ extension LedgerEvent {
 /// let bytes = try CanonicalJSON.encode(["b": 1, "a": 2])   // {"a":2,"b":1}
 /// ```
 public enum CanonicalJSON {
-    /// The canonical JSON of `value` (encoded with `JSONEncoder`'s default strategies, then
-    /// canonicalised). Fails with ``LedgerError/invalidEvent(index:field:reason:)`` when the
-    /// value has no JSON form (a non-finite number, for example).
+    /// The canonical JSON of `value`, with `JSONEncoder`'s default strategies: exactly the
+    /// canonical form of what `JSONEncoder` writes, without writing it. Fails with
+    /// ``LedgerError/invalidEvent(index:field:reason:)``, naming the field (`data.items[2].price`),
+    /// when the value has no canonical JSON form (a non-finite number, an integer beyond 64 bits).
     public static func encode(_ value: some Encodable) throws(LedgerError) -> [UInt8] {
-        let encoded: Data
-        do { encoded = try JSONEncoder().encode(value) } catch {
+        do { return try LedgerJSONEncoder.encode(value) } catch let EncodingError.invalidValue(_, context) {
+            throw .invalidEvent(index: 0, field: Event.fieldPath(context.codingPath), reason: "cannot be encoded as JSON: \(context.debugDescription)")
+        } catch {
             throw .invalidEvent(index: 0, field: "data", reason: "cannot be encoded as JSON: \(error)")
         }
-        return try canonicalize(Array(encoded))
     }
 
     /// The canonical form of the JSON document `bytes`, validated as strictly as the ledger's
@@ -107,7 +108,7 @@ extension Event {
             throw .eventDecoding(sequence: sequence, type: type, field: "type", reason: "is version \(version), \(E.self) is version \(E.eventVersion) (register an EventUpcaster from version \(version))")
         }
         do {
-            return try JSONDecoder().decode(E.self, from: Data(payload))
+            return try LedgerJSONDecoder.decode(E.self, from: payload)
         } catch let error as DecodingError {
             let (path, reason) = Event.describe(error)
             throw .eventDecoding(sequence: sequence, type: type, field: path, reason: reason)
@@ -116,20 +117,22 @@ extension Event {
         }
     }
 
+    /// The field path of a coding path: `data.a[0].b`.
+    static func fieldPath(_ keys: [any CodingKey], then last: (any CodingKey)? = nil) -> String {
+        var text = "data"
+        for key in keys + (last.map { [$0] } ?? []) {
+            if let index = key.intValue { text += "[\(index)]" } else { text += "." + key.stringValue }
+        }
+        return text
+    }
+
     /// The field path (`data.a[0].b`) and the reason of a decoding error.
     static func describe(_ error: DecodingError) -> (String, String) {
-        func path(_ keys: [any CodingKey], then last: (any CodingKey)? = nil) -> String {
-            var text = "data"
-            for key in keys + (last.map { [$0] } ?? []) {
-                if let index = key.intValue { text += "[\(index)]" } else { text += "." + key.stringValue }
-            }
-            return text
-        }
         switch error {
-        case .keyNotFound(let key, let context): return (path(context.codingPath, then: key), "missing")
-        case .typeMismatch(let type, let context): return (path(context.codingPath), "expected \(type): \(context.debugDescription)")
-        case .valueNotFound(let type, let context): return (path(context.codingPath), "expected \(type), found null")
-        case .dataCorrupted(let context): return (path(context.codingPath), context.debugDescription)
+        case .keyNotFound(let key, let context): return (fieldPath(context.codingPath, then: key), "missing")
+        case .typeMismatch(let type, let context): return (fieldPath(context.codingPath), "expected \(type): \(context.debugDescription)")
+        case .valueNotFound(let type, let context): return (fieldPath(context.codingPath), "expected \(type), found null")
+        case .dataCorrupted(let context): return (fieldPath(context.codingPath), context.debugDescription)
         @unknown default: return ("data", String(describing: error))
         }
     }
@@ -141,7 +144,7 @@ extension EventUpcaster {
         self.eventType = Old.eventType
         self.fromVersion = Old.eventVersion
         self.transform = { bytes in
-            try CanonicalJSON.encode(try convert(try JSONDecoder().decode(Old.self, from: Data(bytes))))
+            try CanonicalJSON.encode(try convert(try LedgerJSONDecoder.decode(Old.self, from: bytes)))
         }
     }
 }

@@ -124,29 +124,32 @@ public enum EventJSON {
     /// everything else (including `/` and non-ASCII) as it is.
     static func writeString(_ s: String, to out: inout [UInt8]) {
         var s = s  // `withUTF8` needs a variable; a native string is not copied
-        s.withUTF8 { bytes in
+        s.withUTF8 { writeString(utf8: $0, to: &out) }
+    }
+
+    /// As ``writeString(_:to:)``, for a string's UTF-8 bytes.
+    static func writeString(utf8 bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        // Most strings need no escape: copy them whole (a scan of the contiguous bytes).
+        if !bytes.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            out.append(contentsOf: bytes)
             out.append(UInt8(ascii: "\""))
-            // Most strings need no escape: copy them whole (a scan of the contiguous bytes).
-            if !bytes.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-                out.append(contentsOf: bytes)
-                out.append(UInt8(ascii: "\""))
-                return
-            }
-            let hex = Array("0123456789abcdef".utf8)
-            for b in bytes {
-                switch b {
-                case UInt8(ascii: "\""): out += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
-                case UInt8(ascii: "\\"): out += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
-                case 0x0A: out += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
-                case 0x0D: out += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
-                case 0x09: out += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
-                case 0x08: out += [UInt8(ascii: "\\"), UInt8(ascii: "b")]
-                case 0x0C: out += [UInt8(ascii: "\\"), UInt8(ascii: "f")]
-                case ..<0x20: out += Array("\\u00".utf8) + [hex[Int(b >> 4)], hex[Int(b & 0xF)]]
-                default: out.append(b)
-                }
-            }
-            out.append(UInt8(ascii: "\""))
+            return
         }
+        let hex = Array("0123456789abcdef".utf8)
+        for b in bytes {
+            switch b {
+            case UInt8(ascii: "\""): out += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
+            case UInt8(ascii: "\\"): out += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
+            case 0x0A: out += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
+            case 0x0D: out += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
+            case 0x09: out += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
+            case 0x08: out += [UInt8(ascii: "\\"), UInt8(ascii: "b")]
+            case 0x0C: out += [UInt8(ascii: "\\"), UInt8(ascii: "f")]
+            case ..<0x20: out += Array("\\u00".utf8) + [hex[Int(b >> 4)], hex[Int(b & 0xF)]]
+            default: out.append(b)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
     }
 }

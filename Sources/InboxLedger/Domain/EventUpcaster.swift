@@ -4,7 +4,9 @@ enum EventTypeName {
 
     /// The base name and version of a stored type name.
     static func parse(_ stored: String) -> (name: String, version: Int) {
-        guard let at = stored.utf8.lastIndex(of: UInt8(ascii: "@")) else { return (stored, 1) }
+        var scanned = stored  // `withUTF8` needs a variable; a native string is not copied
+        // Most types have no version: one scan of the contiguous bytes says so.
+        guard scanned.withUTF8({ $0.contains(UInt8(ascii: "@")) }), let at = stored.utf8.lastIndex(of: UInt8(ascii: "@")) else { return (stored, 1) }
         let suffix = stored[stored.index(after: at)...]
         guard let version = Int(suffix), version >= 2, String(version) == suffix else { return (stored, 1) }
         return (String(stored[..<at]), version)

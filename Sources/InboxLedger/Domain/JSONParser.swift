@@ -215,6 +215,27 @@ enum JSONParser {
 
         mutating func number() throws(Failure) -> JSONValue {
             let start = index
+            let isInteger = try numberSyntax()
+            let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+            if isInteger {
+                guard let i = Int64(text) else {
+                    throw Failure("the integer \(text) does not fit in 64 bits and would not be stored exactly; send it as a string")
+                }
+                return .integer(i)
+            }
+            guard let d = Double(text), d.isFinite else {
+                throw Failure("the number \(text) is out of range for a double; send it as a string")
+            }
+            guard ExactDecimal(text) == ExactDecimal(EventJSON.canonicalText(of: d)) else {
+                throw Failure("the number \(text) would not be stored exactly (a double keeps about 17 significant digits); send it as a string")
+            }
+            return .number(d)
+        }
+
+        /// Reads the syntax of a number (RFC 8259: `-`, digits without a leading zero, an
+        /// optional fraction and exponent) and returns whether it is an integer — no fraction,
+        /// no exponent. The index then stands after it; its value is the caller's to convert.
+        mutating func numberSyntax() throws(Failure) -> Bool {
             var isInteger = true
             if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
             guard index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) else { throw Failure() }
@@ -238,20 +259,7 @@ enum JSONParser {
                 while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
                 guard index > digits else { throw Failure() }
             }
-            let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-            if isInteger {
-                guard let i = Int64(text) else {
-                    throw Failure("the integer \(text) does not fit in 64 bits and would not be stored exactly; send it as a string")
-                }
-                return .integer(i)
-            }
-            guard let d = Double(text), d.isFinite else {
-                throw Failure("the number \(text) is out of range for a double; send it as a string")
-            }
-            guard ExactDecimal(text) == ExactDecimal(EventJSON.canonicalText(of: d)) else {
-                throw Failure("the number \(text) would not be stored exactly (a double keeps about 17 significant digits); send it as a string")
-            }
-            return .number(d)
+            return isInteger
         }
     }
 }

@@ -146,10 +146,15 @@ struct AppProjectionMeta: Codable, Hashable, Sendable {
     /// stored; the version is dropped once a newer one is ready and none of them lives.
     var registrants: [Int32]? = nil
 
+<<<<<<< HEAD
     /// The record stored under `key`: one under a name alone is in the legacy space.
     static func decode(_ bytes: [UInt8], key: [UInt8]? = nil, path: String) throws(LedgerError) -> AppProjectionMeta {
         var meta: AppProjectionMeta
         do { meta = try JSONDecoder().decode(AppProjectionMeta.self, from: Data(bytes)) } catch {
+=======
+    static func decode(_ bytes: [UInt8], path: String) throws(LedgerError) -> AppProjectionMeta {
+        do { return try LedgerJSONDecoder.decode(AppProjectionMeta.self, from: bytes) } catch {
+>>>>>>> i38-codec
             throw .corruptStore(path: path, reason: "an app projection's record is not readable: \(error)")
         }
         if let key, !key.contains(0x01) { meta.legacyKeys = true }
@@ -190,18 +195,19 @@ struct AppProjectionRow {
     }
 }
 
-/// JSON with sorted keys (the stored form: equal states give equal bytes).
+/// The stored form of records, rows and documents: canonical JSON (``LedgerJSONEncoder``; equal
+/// states give equal bytes), with numbers the canonical form cannot keep (a `UInt64` beyond
+/// `Int64.max`) written as `JSONEncoder` writes them. Earlier versions stored `JSONEncoder`'s
+/// output with sorted keys: it reads the same, and verifies as equal (canonically).
 enum AppProjectionJSON {
     static func encode(_ value: some Encodable, projection: String, sequence: UInt64? = nil, type: String? = nil) throws(LedgerError) -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        do { return Array(try encoder.encode(value)) } catch {
+        do { return try LedgerJSONEncoder.encode(value, numbers: .asWritten) } catch {
             throw .projectionRejected(name: projection, sequence: sequence, type: type, reason: "its state cannot be encoded as JSON: \(error)")
         }
     }
 
-    static func decode<T: Decodable>(_ type: T.Type, _ bytes: some Collection<UInt8>, projection: String, what: String) throws(LedgerError) -> T {
-        do { return try JSONDecoder().decode(T.self, from: Data(bytes)) } catch {
+    static func decode<T: Decodable>(_ type: T.Type, _ bytes: ArraySlice<UInt8>, projection: String, what: String) throws(LedgerError) -> T {
+        do { return try LedgerJSONDecoder.decode(T.self, from: bytes) } catch {
             throw .projectionUnavailable(name: projection, reason: "\(what) does not decode as \(T.self) (was it written by another version?): \(error)")
         }
     }
@@ -224,7 +230,7 @@ struct AppProjectionReader {
     func document<P: LedgerProjection>(_: P.Type) throws(LedgerError) -> P.Document? {
         guard let bytes = try get(space.document) else { return nil }
         if let cached: P.Document = cache?.value(name, "", bytes) { return cached }
-        let document = try AppProjectionJSON.decode(P.Document.self, bytes, projection: name, what: "the document")
+        let document = try AppProjectionJSON.decode(P.Document.self, bytes[...], projection: name, what: "the document")
         cache?.store(name, "", bytes, document)
         return document
     }
