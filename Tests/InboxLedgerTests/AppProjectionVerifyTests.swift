@@ -110,7 +110,7 @@ import LMDB
         var differing = 0
         try damage(path) { txn, table in
             for (i, entry) in before.rows.enumerated() {
-                let rowKey = AppProjectionKeys.row(TaskList.name, entry.key)
+                let rowKey = AppProjectionSpace(TaskList.self).row(entry.key)
                 let stored = try #require(try txn.get(table, key: rowKey))
                 let row = try #require(AppProjectionRow.decode(stored))
                 let encoder = JSONEncoder()
@@ -121,7 +121,7 @@ import LMDB
             }
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted]
-            try txn.put(table, key: AppProjectionKeys.document(TaskList.name), value: Array(try encoder.encode(before.document)))
+            try txn.put(table, key: AppProjectionSpace(TaskList.self).document, value: Array(try encoder.encode(before.document)))
         }
         #expect(differing >= 2, "the legacy forms must differ from the canonical bytes somewhere")
         for ledger in [app, try Ledger(path: path, options: LedgerOptions(role: "cli"))] {
@@ -132,7 +132,7 @@ import LMDB
         let reread = try app.read({ try $0.projection(TaskList.self).contents() })
         #expect(reread.rows.map(\.key) == before.rows.map(\.key) && reread.rows.map(\.row) == before.rows.map(\.row) && reread.document == before.document)
         try damage(path) { txn, table in
-            let rowKey = AppProjectionKeys.row(TaskList.name, "t20")
+            let rowKey = AppProjectionSpace(TaskList.self).row("t20")
             let stored = try #require(try txn.get(table, key: rowKey))
             let row = try #require(AppProjectionRow.decode(stored))
             try txn.put(table, key: rowKey, value: AppProjectionRow.encode(order: row.order, json: Array(#"{ "title": "read/write", "day": 2, "done": false }"#.utf8)))

@@ -146,15 +146,10 @@ struct AppProjectionMeta: Codable, Hashable, Sendable {
     /// stored; the version is dropped once a newer one is ready and none of them lives.
     var registrants: [Int32]? = nil
 
-<<<<<<< HEAD
     /// The record stored under `key`: one under a name alone is in the legacy space.
     static func decode(_ bytes: [UInt8], key: [UInt8]? = nil, path: String) throws(LedgerError) -> AppProjectionMeta {
         var meta: AppProjectionMeta
-        do { meta = try JSONDecoder().decode(AppProjectionMeta.self, from: Data(bytes)) } catch {
-=======
-    static func decode(_ bytes: [UInt8], path: String) throws(LedgerError) -> AppProjectionMeta {
-        do { return try LedgerJSONDecoder.decode(AppProjectionMeta.self, from: bytes) } catch {
->>>>>>> i38-codec
+        do { meta = try LedgerJSONDecoder.decode(AppProjectionMeta.self, from: bytes) } catch {
             throw .corruptStore(path: path, reason: "an app projection's record is not readable: \(error)")
         }
         if let key, !key.contains(0x01) { meta.legacyKeys = true }

@@ -50,11 +50,7 @@ extension LedgerMaintenance {
             let space = AppProjectionSpace(name: name, version: version)
             recorded.insert(space)
             do {
-<<<<<<< HEAD
                 let meta = try AppProjectionMeta.decode(value, key: Array(key), path: path)
-=======
-                let meta = try LedgerJSONDecoder.decode(AppProjectionMeta.self, from: value)
->>>>>>> i38-codec
                 if meta.name != name { report(name, "its record names '\(meta.name)'") }
                 if let version, meta.version != version { report(name, "the record of version \(version) holds version \(meta.version)") }
                 if meta.appliedThrough > head { report(name, "its record is applied through \(meta.appliedThrough), past the head \(head)") }
