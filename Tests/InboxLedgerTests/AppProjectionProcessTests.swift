@@ -318,8 +318,7 @@ import Glibc
         // The widget is gone; the test process (which registers version 1 too) builds version 2:
         // a process's own registration never keeps a version it replaces, so version 1 is dropped.
         let v2 = try open(path, "test-v2", [TaskListV2.self])
-        try v2.projections.build()
-        #expect(try v2.projections.list().map(\.version) == [2])
+        #expect(try waitUntil { try v2.projections.build(); return try v2.projections.list().map(\.version) == [2] })
         var events = try retained(v2)
         #expect(Set(events.map(\.origin.role)).isSuperset(of: ["widget", "host", "extension", "test-v1"]))
         var expected = try model(.v2, events)
@@ -427,13 +426,13 @@ import Glibc
         #expect(buildingKills > 0, "no build was killed mid-way")
 
         let v2 = try open(path, "app", [TaskListV2.self])
-        let info = try #require(try v2.projections.list().first)
+        let info = try #require(try v2.projections.list().last)
         let events = try retained(v2)
         #expect(info.version == 2 && info.status == "ready" && info.appliedThrough == events.last?.sequence)
         let expected = try model(.v2, events)
         #expect(info.rows == expected.rows.count)
         expectAgrees(expected, try v2.read({ try $0.projection(TaskListV2.self).contents() }))
-        #expect(try v2.projections.list().map(\.version) == [2], "version 1 dropped")
+        #expect(try waitUntil { try v2.projections.build(); return try v2.projections.list().map(\.version) == [2] }, "version 1 dropped")
         #expect(isUnavailable { _ = try v1.read({ try $0.projection(TaskList.self).contents() }) })
         #expect(try v2.maintenance.verify().isHealthy)
     }

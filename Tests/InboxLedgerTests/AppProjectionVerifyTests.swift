@@ -313,7 +313,7 @@ import LMDB
         // Version 2 is built from what the log still holds (after the trim).
         let v2 = try Ledger(path: path, options: options("app", [TaskListV2.self]))
         try v2.projections.build()
-        let info = try #require(try v2.projections.list().first)
+        let info = try #require(try v2.projections.list().last)
         let first = try v2.read({ try $0.firstSequence() })
         #expect(info.version == 2 && info.builtFrom == first - 1)
         try v2.append(TaskAdded(id: "t31", title: "latest", day: 2))

@@ -42,8 +42,10 @@ struct AppProjectionBuild: LedgerAccessing {
         if replaced {
             return own.successor == nil || !(own.registrants ?? []).contains(me) ? .register : nil
         }
+        let now = access.options.clock.now().micros
         for old in versions where old.version < projection.version {
             if (old.registrants ?? []).contains(where: { $0 != me && processIsAlive($0) }) { continue }
+            if let replaced = old.replacedAt, now - replaced < AppProjectionMeta.dropGraceMicros { continue }
             return .drop(old)
         }
         return nil
@@ -116,6 +118,7 @@ struct AppProjectionBuild: LedgerAccessing {
                                          eventTypes: projection.eventTypes.sorted(), failure: nil)
             // The versions it replaces learn of it: their processes register, and keep them until they exit.
             for var old in try AppProjectionTable.versions(of: projection.name, in: store, path: path) where old.version < projection.version {
+                if old.successor == nil { old.replacedAt = access.options.clock.now().micros }
                 old.successor = max(old.successor ?? 0, projection.version)
                 try AppProjectionTable.putMeta(old, in: store)
             }

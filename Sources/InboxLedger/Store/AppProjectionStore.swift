@@ -142,6 +142,12 @@ struct AppProjectionMeta: Codable, Hashable, Sendable {
     /// A newer version of the projection is stored (being built, or ready): this one is kept
     /// while a live process registers it, then dropped.
     var successor: Int? = nil
+    /// When (microseconds since 1970, the ledger's clock) ``successor`` was first set: the
+    /// version is dropped no sooner than ``AppProjectionMeta/dropGraceMicros`` after, so that
+    /// the live processes that register it have time to say so.
+    var replacedAt: Int64? = nil
+    /// How long a replaced version is kept at least (2 s).
+    static let dropGraceMicros: Int64 = 2_000_000
     /// The processes (pids) that registered this version writable while another version was
     /// stored; the version is dropped once a newer one is ready and none of them lives.
     var registrants: [Int32]? = nil
