@@ -78,7 +78,7 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
     /// An app projection cannot be read by this handle: not registered, another version
     /// stored, not built yet, or failed (the reason says which).
     case projectionUnavailable(name: String, reason: String)
-    /// An app projection is being built (by this or another process's writable opening) and
+    /// An app projection is being built (in steps, by a writable handle that registers it) and
     /// has applied the log only through `through`: the same read succeeds once it is done.
     case projectionBuilding(name: String, through: UInt64)
     /// The task of an async call was cancelled before the call's work started: nothing was
@@ -126,7 +126,7 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
             "projection '\(name)' refused \(type.map { "the append's \($0) event (it would have been \(sequence.map(String.init) ?? "?"))" } ?? "the append"): \(reason); nothing was written"
         case .projectionUnavailable(let name, let reason): "projection '\(name)' cannot be read: \(reason)"
         case .projectionBuilding(let name, let through):
-            "projection '\(name)' is being built (through \(through)): the opening that builds it finishes first"
+            "projection '\(name)' is being built (through \(through)): it can be read once its build is done"
         case .cancelled: "the task was cancelled before the call started; nothing was done"
         }
     }
