@@ -77,10 +77,14 @@ public final class Ledger: Sendable, LedgerAccessing {
         // The app's projections: records of new versions created (no event applied here), the
         // builds left to the builder (docs/apps.md, "Upgrading a projection").
         if options.projectionBuilds == .inBackground {
+            // The handle's internals are held for one step at a time: a released ledger closes
+            // after the step in progress, not after the whole build.
             projections.builder.bind { [weak access] () throws(LedgerError) -> Bool in
-                guard let access else { return false }
-                try AppProjectionBuild(access: access).run()
-                return true
+                while true {
+                    guard let held = access else { return false }
+                    guard try AppProjectionBuild(access: held).step() == .worked else { return true }
+                    usleep(ProjectionBuildPacing.pauseMicros)
+                }
             }
         }
         if writeRefusal == nil {
