@@ -427,24 +427,12 @@ extension Bench {
                  systems: [.ledgerProjection, .ledgerFoldLog], baseline: .ledgerProjection,
                  prepare: { _, bench in _ = try bench.loadedTaskLog() }
         ) { system, _, bench in
-            let path = try bench.loadedTaskLog()
-            var latencies: [Double] = []
-            var peak = 0
-            for _ in 0..<bench.sizes.coldStarts {
-                let t0 = monotonicNanos()
-                let child = try Child([system.rawValue, path], executable: coldReaderPath())
-                let rss = child.readLine().flatMap { Int($0) }
-                let keys = child.readLine()
-                let status = try child.wait()
-                latencies.append(Double(monotonicNanos() - t0) / 1000)
-                guard status == 0, let rss, let keys else { throw BenchFailure("a W9-C child exited with \(status)") }
+            try bench.coldChildren(system, path: try bench.loadedTaskLog(), workload: "W9-C") { keys in
                 if let expected = bench.coldTaskKeys, expected != keys {
                     throw BenchFailure("W9-C: \(system.rawValue) read [\(keys)], another system read [\(expected)]")
                 }
                 bench.coldTaskKeys = keys
-                peak = max(peak, rss)
             }
-            return Observation(latencies: latencies, peakRSSBytes: peak)
         }
     }
 }
@@ -452,6 +440,25 @@ extension Bench {
 // MARK: - W9 upgrades and catch-up (issue 38)
 
 extension Bench {
+    /// `coldStarts` `ledger-bench-cold SYSTEM PATH` processes, one after the other: wall time
+    /// spawn → exit, peak RSS (its first line), its second line checked by `check`.
+    func coldChildren(_ system: SystemKind, path: String, workload: String, check: (String) throws -> Void) throws -> Observation {
+        var latencies: [Double] = []
+        var peak = 0
+        for _ in 0..<sizes.coldStarts {
+            let t0 = monotonicNanos()
+            let child = try Child([system.rawValue, path], executable: coldReaderPath())
+            let rss = child.readLine().flatMap { Int($0) }
+            let line = child.readLine()
+            let status = try child.wait()
+            latencies.append(Double(monotonicNanos() - t0) / 1000)
+            guard status == 0, let rss, let line else { throw BenchFailure("a \(workload) child exited with \(status)") }
+            try check(line)
+            peak = max(peak, rss)
+        }
+        return Observation(latencies: latencies, peakRSSBytes: peak)
+    }
+
     /// The log of W9-O and W9-U: `buildEvents` task events appended without the projection,
     /// loaded once per run; the projection's stored state dropped, so that its build is due.
     func taskLogToBuild() throws -> String {
@@ -475,20 +482,9 @@ extension Bench {
                  systems: [.ledgerBuildDue], baseline: .ledgerBuildDue,
                  prepare: { _, bench in _ = try bench.taskLogToBuild() }
         ) { system, _, bench in
-            let path = try bench.taskLogToBuild()
-            var latencies: [Double] = []
-            var peak = 0
-            for _ in 0..<bench.sizes.coldStarts {
-                let t0 = monotonicNanos()
-                let child = try Child([system.rawValue, path], executable: coldReaderPath())
-                let rss = child.readLine().flatMap { Int($0) }
-                let state = child.readLine()
-                let status = try child.wait()
-                latencies.append(Double(monotonicNanos() - t0) / 1000)
-                guard status == 0, let rss, state == "building" || state == "ready" else { throw BenchFailure("a W9-O child exited with \(status) (\(state ?? "-"))") }
-                peak = max(peak, rss)
+            try bench.coldChildren(system, path: try bench.taskLogToBuild(), workload: "W9-O") { state in
+                guard state == "building" || state == "ready" else { throw BenchFailure("W9-O: a child read '\(state)'") }
             }
-            return Observation(latencies: latencies, peakRSSBytes: peak)
         }
     }
 
