@@ -58,10 +58,13 @@ struct AppProjectionSpace: Hashable, Sendable, CustomStringConvertible {
     let record: [UInt8]
     /// What every key of its state starts with.
     let prefix: [UInt8]
+    /// `name` or `name@version`: how findings name it, and what an append's records are kept by.
+    let description: String
 
     init(name: String, version: Int?) {
         self.name = name
         self.version = version
+        description = version.map { "\(name)@\($0)" } ?? name
         if let version {
             let digits = Array(String(version).utf8)
             record = [0x00] + Array(name.utf8) + [0x01] + digits
@@ -89,8 +92,6 @@ struct AppProjectionSpace: Hashable, Sendable, CustomStringConvertible {
     var orderPrefix: [UInt8] { prefix + [UInt8(ascii: "O")] }
     func order(_ order: [UInt8], _ key: String) -> [UInt8] { orderPrefix + order + Array(key.utf8) }
 
-    /// `name` or `name@version`: how findings name it.
-    var description: String { version.map { "\(name)@\($0)" } ?? name }
 
     /// The space a state entry's key belongs to and the rest of the key after its prefix (its
     /// kind and what follows); nil when the key belongs to none.
