@@ -106,7 +106,9 @@ import Synchronization
             try ext.append(.messageRemoved(MessageRemoval(ids: ["m3"])))
             var withTasks = LedgerOptions(role: "app")
             withTasks.projections = [TaskList.self]
+            withTasks.projectionBuilds = .whenAsked  // no builder thread left running when the files are rewritten below
             let tasks = try Ledger(path: path, options: withTasks)
+            try tasks.projections.build()  // ready, so the appends below write its rows
             try tasks.append(TaskAdded(id: "t1", title: "Milk", day: 0))
             try tasks.append(TaskAdded(id: "t2", title: "Rice", day: 1))
         }
