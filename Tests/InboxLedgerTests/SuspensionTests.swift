@@ -7,26 +7,48 @@ import TestSupport
 import Glibc
 #endif
 
-/// The lines of `/proc/locks`, read in one `read` call: the kernel lists the locks under its
-/// lock for the length of one call, but between two calls locks taken and released by other
-/// processes shift the listing, so a second call can skip a line (seen in the full suite, where
-/// hundreds of locks come and go: an open ledger's locks then looked absent).
+/// The lines of `/proc/locks`, read to its end. The kernel fills one `read` call with at most
+/// a page of the listing (a seq_file), so a full suite's hundreds of locks take several calls,
+/// and between two calls locks taken and released by other processes shift the listing: a
+/// line can be skipped or repeated. A check that a lock is present therefore waits for it
+/// (``anyPosixLock(onFile:)``) or asks the kernel directly (``lockHolder(onFile:byte:)``);
+/// a skipped line can only make an absence check pass early, never fail.
 func procLocksLines() -> [String] {
     let fd = open("/proc/locks", O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { return [] }
     defer { close(fd) }
-    var size = 1 << 20
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 1 << 16)
     while true {
-        var buffer = [UInt8](repeating: 0, count: size)
-        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        guard count >= 0 else { return [] }
-        if count == size {  // did not fit: once more from the start, with room for all of it
-            size *= 4
-            lseek(fd, 0, SEEK_SET)
-            continue
-        }
-        return String(decoding: buffer[..<count], as: UTF8.self).split(separator: "\n").map(String.init)
+        let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if count < 0, errno == EINTR { continue }
+        guard count > 0 else { break }
+        bytes.append(contentsOf: chunk[..<count])
     }
+    return String(decoding: bytes, as: UTF8.self).split(separator: "\n").map(String.init)
+}
+
+/// The pid of another process holding a POSIX lock on byte `byte` of `path` (`F_GETLK` for
+/// an exclusive lock: any holder is reported, this process's own locks never are); nil when
+/// none does. LMDB holds byte 0 of `lock.mdb` shared while the environment is open, and the
+/// byte at a process's pid exclusively while that process has a reader slot.
+func lockHolder(onFile path: String, byte: off_t) -> Int32? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var query = flock()
+    query.l_type = Int16(F_WRLCK)
+    query.l_whence = Int16(SEEK_SET)
+    query.l_start = byte
+    query.l_len = 1
+    guard fcntl(fd, F_GETLK, &query) == 0, query.l_type != Int16(F_UNLCK) else { return nil }
+    return query.l_pid
+}
+
+/// Whether `/proc/locks` lists a lock on `path`, read again until it does (a present lock can
+/// be skipped by one reading, see ``procLocksLines()``); false only after the hang guard.
+func anyPosixLock(onFile path: String) -> Bool {
+    waitUntil(timeout: hangGuardSeconds) { !posixLocks(onFile: path).isEmpty }
 }
 
 /// The POSIX locks `pid` holds, as `/proc/locks` lists them (`1: POSIX ADVISORY READ 123 00:2d:456 0 0`).
@@ -72,12 +94,17 @@ func line(_ process: RunningProcess, startingWith prefix: String, within seconds
         let app = try Processes.start(agent, ["suspend-cycle", path, control])
         defer { app.kill(); _ = try? app.wait(timeout: 10) }
         #expect(line(app, startingWith: "ready") != nil, "\(app.stdoutSoFar)")
-        // Open and idle: LMDB holds its locks on lock.mdb (the check below can fail).
-        #expect(!posixLocks(of: app.pid).isEmpty, "an open ledger should hold LMDB's locks")
+        // Open and idle: LMDB holds its locks on lock.mdb (the checks below can fail): byte 0
+        // shared (the environment is open), the byte at its pid (it has a reader slot).
+        let lockFile = path + "/lock.mdb"
+        #expect(lockHolder(onFile: lockFile, byte: 0) == app.pid, "an open ledger should hold LMDB's locks")
+        #expect(lockHolder(onFile: lockFile, byte: off_t(app.pid)) == app.pid, "a reader should hold its pid's byte")
 
         _ = FileManager.default.createFile(atPath: control + "/suspend", contents: nil)
         let suspended = try #require(line(app, startingWith: "suspended-call"), "\(app.stdoutSoFar)")
         #expect(posixLocks(of: app.pid).isEmpty, "suspended but still holding: \(posixLocks(of: app.pid))")
+        #expect(lockHolder(onFile: lockFile, byte: 0) == nil && lockHolder(onFile: lockFile, byte: off_t(app.pid)) == nil,
+                "suspended but still holding a lock on lock.mdb")
         let inspect = try Processes.run(cli, ["inspect", path, "--json"])
         let object = try JSONSerialization.jsonObject(with: Data(inspect.stdout.utf8)) as? [String: Any]
         let readers = object?["readers"] as? [[String: Any]] ?? []
@@ -182,7 +209,7 @@ func line(_ process: RunningProcess, startingWith prefix: String, within seconds
         let ledger = try Ledger(path: path, options: options)
         try ledger.append(event())
         let lockFile = path + "/lock.mdb"
-        #expect(!posixLocks(onFile: lockFile).isEmpty)
+        #expect(anyPosixLock(onFile: lockFile))
         // The idle close is the event: waited for, not given a budget.
         _ = waitUntil { posixLocks(onFile: lockFile).isEmpty }
         #expect(posixLocks(onFile: lockFile).isEmpty, "still open after the idle period: \(posixLocks(onFile: lockFile))")
