@@ -419,4 +419,41 @@ extension AppProjectionTests {
         #expect(model.mismatch(contents) == nil)
         #expect(contents.head == 200_001 && contents.behind == 0)
     }
+
+    /// A step stages its events in a read transaction and writes them only if the record is
+    /// still the one it staged from: a registered append between the two (it catches the
+    /// projection up itself and applies its own event) makes the staged changes stale — written,
+    /// they would take the projection back to before that append, and re-applying the append
+    /// would count its task twice in the document.
+    @Test func aStepStagedBeforeAnotherWriterCaughtUpWritesNothingStaleAndTheStateMatchesTheModel() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        var asked = options("app")
+        asked.projectionBuilds = .whenAsked
+        let app = try Ledger(path: path, options: asked)
+        try app.append(TaskAdded(id: "t0", title: "first", day: 0))
+        // 1,500 events from a process without the projection.
+        let plain = try Ledger(path: path, options: LedgerOptions(role: "cli"))
+        var generator = SeededGenerator(seed: 3838)
+        try plain.append(contentsOf: (0..<1_500).map { i in
+            let id = "t\(Int.random(in: 0..<500, using: &generator))"
+            return i % 4 == 3 ? try NewEvent(TaskDone(id: id)) : try NewEvent(TaskAdded(id: id, title: "task \(i % 9)", day: Int64(i % 5)))
+        })
+        let build = AppProjectionBuild(access: app.access)
+        let staged = try #require(try build.plan())
+        #expect(AppProjectionBuild.staged(staged), "a catch-up is staged outside the writer lock")
+        // Meanwhile a registered writer appends: it catches the 1,500 up and applies its own task.
+        let other = try Ledger(path: path, options: options("widget"))
+        try other.append(TaskAdded(id: "fresh", title: "fresh", day: 1))
+        #expect(try #require(try app.projections.list().first).appliedThrough == 1_502)
+        _ = try build.perform(staged)
+        try plain.append(TaskAdded(id: "late", title: "late", day: 9))
+        try app.projections.build()
+        let contents = try app.read({ try $0.projection(TaskList.self).contents() })
+        var model = TaskListModel(.v1)
+        try model.fold(try plain.read { try $0.events(after: 0, limit: 10_000) })
+        #expect(model.mismatch(contents) == nil)
+        #expect(contents.head == 1_503 && contents.behind == 0)
+        #expect(try app.maintenance.verify().isHealthy)
+    }
 }

@@ -62,11 +62,44 @@ struct AppProjectionBuild: LedgerAccessing {
     }
 
     /// One step: the first registered projection with work due gets one write transaction.
+    ///
+    /// A build or catch-up step is worked out in a read transaction first, outside the writer
+    /// lock: up to ``ProjectionBuildPacing/stagedEntries`` entries of state staged in memory
+    /// over the stored state; the write transaction then only writes them, if the record is
+    /// still the one they were staged from (else, or when nothing was staged, it applies the
+    /// events itself, for at most ``ProjectionBuildPacing/stepNanoseconds``).
     func step() throws(LedgerError) -> ProjectionBuildStep {
-        guard try isDue() else { return .idle }
+        guard let plan = try plan() else { return .idle }
+        return try perform(plan)
+    }
+
+    /// What a step does, looked at (and a build's events staged) in a read transaction.
+    struct StepPlan {
+        fileprivate let staged: StagedAdvance?
+    }
+
+    /// The next step's plan; nil when nothing is due.
+    func plan() throws(LedgerError) -> StepPlan? {
+        let registry = log.projections
+        guard !registry.projections.isEmpty, writeRefusal == nil else { return nil }
+        return try read("look at projection builds") { tables in
+            let head = try tables.head()
+            for projection in registry.projections {
+                guard let work = try work(for: projection, in: tables, head: head) else { continue }
+                guard case .advance = work else { return StepPlan(staged: nil) }
+                return StepPlan(staged: try stageAdvance(projection, in: tables, head: head, registry: registry))
+            }
+            return nil
+        }
+    }
+
+    /// Runs `plan` in one write transaction: writes what it staged, unless the record changed
+    /// since (then, or when nothing was staged, the work due now is done in the transaction).
+    func perform(_ plan: StepPlan) throws(LedgerError) -> ProjectionBuildStep {
         let registry = log.projections
         return try write("build projections", durability: LedgerDurability.none) { tables in
             let head = try tables.head()
+            if let staged = plan.staged, try staged.commit(in: tables, head: head) { return .worked }
             for projection in registry.projections {
                 guard let work = try work(for: projection, in: tables, head: head) else { continue }
                 try perform(work, for: projection, in: tables, head: head, registry: registry)
@@ -74,6 +107,47 @@ struct AppProjectionBuild: LedgerAccessing {
             }
             return .idle
         }
+    }
+
+    /// Whether `plan` staged changes to write (not the in-transaction fallback).
+    static func staged(_ plan: StepPlan) -> Bool { plan.staged != nil }
+
+    /// A build or catch-up step staged in a read transaction: the state's changes in memory,
+    /// and the record before and after them.
+    fileprivate struct StagedAdvance {
+        let before: AppProjectionMeta
+        let after: AppProjectionMeta
+        let changes: OverlayStore
+
+        /// Writes the changes and the record, unless the record is no longer `before`; returns
+        /// whether it wrote. The switch to ready is made here, against the writer's head.
+        func commit(in tables: StoreTransaction, head: UInt64) throws -> Bool {
+            let store = tables.projections
+            guard try AppProjectionTable.meta(before.name, version: before.version, in: store, path: tables.path) == before else { return false }
+            try changes.replay(into: store)
+            var meta = after
+            if meta.status == .building, meta.appliedThrough >= head { meta.status = .ready }  // the switch: one transaction
+            try AppProjectionTable.putMeta(meta, in: store)
+            return true
+        }
+    }
+
+    /// Stages the next events of `projection`'s build or catch-up in memory, over the state
+    /// `tables` reads; nil when there is nothing to stage that way (a version being cleared).
+    private func stageAdvance(_ projection: AnyAppProjection, in tables: StoreTransaction, head: UInt64,
+                              registry: AppProjectionRegistry) throws -> StagedAdvance? {
+        guard let before = try AppProjectionTable.meta(projection.name, version: projection.version, in: tables.projections, path: path),
+              before.status == .building || before.status == .ready, before.appliedThrough < head else { return nil }
+        let overlay = OverlayStore(base: tables.projections)
+        var meta = before
+        var events = 0
+        while meta.appliedThrough < head, overlay.changedEntries < ProjectionBuildPacing.stagedEntries, events < ProjectionBuildPacing.stagedEvents {
+            let from = meta.appliedThrough
+            _ = try projection.catchUp(&meta, through: head, limit: ProjectionBuildPacing.chunk, in: tables, into: overlay, registry: registry, cache: nil)
+            guard meta.appliedThrough > from else { break }
+            events += ProjectionBuildPacing.chunk
+        }
+        return StagedAdvance(before: before, after: meta, changes: overlay)
     }
 
     /// What a writable opening does itself, in one small write transaction when anything is
