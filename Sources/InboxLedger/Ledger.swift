@@ -82,7 +82,7 @@ public final class Ledger: Sendable, LedgerAccessing {
             projections.builder.bind { [weak access] () throws(LedgerError) -> Bool in
                 while true {
                     guard let held = access else { return false }
-                    guard try AppProjectionBuild(access: held).step() == .worked else { return true }
+                    guard try AppProjectionBuild(access: held).step(creating: false) == .worked else { return true }
                     usleep(ProjectionBuildPacing.pauseMicros)
                 }
             }

@@ -131,11 +131,13 @@ import TestSupport
         try v1.append(TaskAdded(id: "t2", title: "Eggs", day: 2))
         try v1.append(TaskDone(id: "t1"))
         #expect(try v1.read({ try $0.projection(TaskList.self).rows() }).map(\.key) == ["t2", "t1"])
-        // The updated app opens with version 2: the opening applies nothing, the build waits to be asked.
+        // The updated app opens with version 2: the opening applies nothing, the build waits to
+        // be asked; with so few events left, a read replays them in memory (writing nothing).
         var asked = options("app", [TaskListV2.self])
         asked.projectionBuilds = .whenAsked
         let v2 = try Ledger(path: path, options: asked)
-        #expect(throws: LedgerError.projectionBuilding(name: TaskList.name, through: 0)) { try v2.read({ try $0.projection(TaskListV2.self).rows() }) }
+        #expect(try v2.read({ try $0.projection(TaskListV2.self).rows() }).map(\.key) == ["t2"])
+        #expect(try v2.projections.list().map(\.status) == ["ready", "building"])
         // Meanwhile the old version is read and kept as before.
         try v1.append(TaskAdded(id: "t3", title: "Jam", day: 3))
         #expect(try v1.read({ try $0.projection(TaskList.self).rows() }).map(\.key) == ["t2", "t3", "t1"])
@@ -432,20 +434,20 @@ extension AppProjectionTests {
         asked.projectionBuilds = .whenAsked
         let app = try Ledger(path: path, options: asked)
         try app.append(TaskAdded(id: "t0", title: "first", day: 0))
-        // 1,500 events from a process without the projection.
+        // 800 events from a process without the projection (fewer than an append catches up).
         let plain = try Ledger(path: path, options: LedgerOptions(role: "cli"))
         var generator = SeededGenerator(seed: 3838)
-        try plain.append(contentsOf: (0..<1_500).map { i in
-            let id = "t\(Int.random(in: 0..<500, using: &generator))"
+        try plain.append(contentsOf: (0..<800).map { i in
+            let id = "t\(Int.random(in: 0..<300, using: &generator))"
             return i % 4 == 3 ? try NewEvent(TaskDone(id: id)) : try NewEvent(TaskAdded(id: id, title: "task \(i % 9)", day: Int64(i % 5)))
         })
         let build = AppProjectionBuild(access: app.access)
         let staged = try #require(try build.plan())
         #expect(AppProjectionBuild.staged(staged), "a catch-up is staged outside the writer lock")
-        // Meanwhile a registered writer appends: it catches the 1,500 up and applies its own task.
+        // Meanwhile a registered writer appends: it catches the 800 up and applies its own task.
         let other = try Ledger(path: path, options: options("widget"))
         try other.append(TaskAdded(id: "fresh", title: "fresh", day: 1))
-        #expect(try #require(try app.projections.list().first).appliedThrough == 1_502)
+        #expect(try #require(try app.projections.list().first).appliedThrough == 802)
         _ = try build.perform(staged)
         try plain.append(TaskAdded(id: "late", title: "late", day: 9))
         try app.projections.build()
@@ -453,7 +455,84 @@ extension AppProjectionTests {
         var model = TaskListModel(.v1)
         try model.fold(try plain.read { try $0.events(after: 0, limit: 10_000) })
         #expect(model.mismatch(contents) == nil)
-        #expect(contents.head == 1_503 && contents.behind == 0)
+        #expect(contents.head == 803 && contents.behind == 0)
+        #expect(try app.maintenance.verify().isHealthy)
+    }
+
+    /// docs/semantics.md, "Bounded catch-up": a read further behind than a read replays answers
+    /// from the stored state with the first ``AppProjectionBounds/catchUp`` events applied and
+    /// says how many it does not reflect; a registered append that far behind stores that many
+    /// and leaves the rest (its own event included) to the builder, which ends exact.
+    @Test func aReadFurtherBehindThanTheBoundSaysHowFarAndTheBuilderCatchesUp() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        var asked = options("app")
+        asked.projectionBuilds = .whenAsked
+        let app = try Ledger(path: path, options: asked)
+        try app.append(TaskAdded(id: "t0", title: "first", day: 0))
+        let bound = AppProjectionBounds.catchUp
+        let plain = try Ledger(path: path, options: LedgerOptions(role: "cli"))
+        var generator = SeededGenerator(seed: 357)
+        let extra = 700
+        try plain.append(contentsOf: (0..<(bound + extra)).map { i in
+            let id = "t\(Int.random(in: 0..<400, using: &generator))"
+            return i % 3 == 2 ? try NewEvent(TaskDone(id: id)) : try NewEvent(TaskAdded(id: id, title: "task \(i % 7)", day: Int64(i % 4)))
+        })
+        let log = try plain.read { try $0.events(after: 0, limit: 10_000) }
+        func model(through head: UInt64) throws -> TaskListModel {
+            var model = TaskListModel(.v1)
+            try model.fold(log.filter { $0.sequence <= head })
+            return model
+        }
+        // A read-only widget: the first `bound` events applied, `extra` not.
+        var readOnly = options("widget")
+        readOnly.readOnly = true
+        let widget = try Ledger(path: path, options: readOnly)
+        let seen = try widget.read({ try $0.projection(TaskList.self).contents() })
+        #expect(seen.head == UInt64(1 + bound) && seen.behind == UInt64(extra), "head \(seen.head), behind \(seen.behind)")
+        #expect(try model(through: seen.head).mismatch(seen) == nil)
+        #expect(try app.projections.list().first?.appliedThrough == 1, "a read writes nothing")
+        // A registered append as far behind: stores `bound`, leaves the rest and its own event.
+        try app.append(TaskAdded(id: "mine", title: "mine", day: 3))
+        let stored = try #require(try app.projections.list().first).appliedThrough
+        #expect(stored == UInt64(1 + bound), "stored through \(stored)")
+        let after = try widget.read({ try $0.projection(TaskList.self).contents() })
+        #expect(after.head == UInt64(2 + bound + extra) && after.behind == 0, "head \(after.head), behind \(after.behind)")
+        // The builder stores the rest; then every read is exact and has nothing to replay.
+        try app.projections.build()
+        #expect(try app.projections.list().first?.appliedThrough == UInt64(2 + bound + extra))
+        let all = try plain.read { try $0.events(after: 0, limit: 10_000) }
+        var full = TaskListModel(.v1)
+        try full.fold(all)
+        #expect(full.mismatch(try widget.read({ try $0.projection(TaskList.self).contents() })) == nil)
+        #expect(try app.maintenance.verify().isHealthy)
+    }
+
+    /// A projection registered on a log with few events (an app update that adds one): its
+    /// build has at most the bound left, so a read answers it exactly (replayed in memory,
+    /// nothing written) and the first registered append finishes it in its own transaction.
+    @Test func aBuildWithinTheBoundIsReadExactlyAndFinishedByTheNextAppend() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        let plain = try Ledger(path: path, options: LedgerOptions(role: "cli"))
+        try plain.append(TaskAdded(id: "t1", title: "Milk", day: 1))
+        try plain.append(TaskAdded(id: "t2", title: "Eggs", day: 0))
+        try plain.append(TaskDone(id: "t1"))
+        var asked = options("app")
+        asked.projectionBuilds = .whenAsked
+        let app = try Ledger(path: path, options: asked)
+        #expect(try app.projections.list().map(\.status) == ["building"])
+        var model = TaskListModel(.v1)
+        try model.fold(try plain.read { try $0.events(after: 0, limit: 10) })
+        let read = try app.read({ try $0.projection(TaskList.self).contents() })
+        #expect(model.mismatch(read) == nil && read.head == 3 && read.behind == 0)
+        #expect(try app.projections.list().first?.appliedThrough == 0, "a read writes nothing")
+        // The append applies the three, switches the version to ready and applies its own event.
+        try app.append(TaskRemoved(id: "t2"))
+        let record = try #require(try app.projections.list().first)
+        #expect(record.status == "ready" && record.appliedThrough == 4 && record.rows == 1)
+        try model.fold(try plain.read { try $0.events(after: 3, limit: 10) })
+        #expect(model.mismatch(try app.read({ try $0.projection(TaskList.self).contents() })) == nil)
         #expect(try app.maintenance.verify().isHealthy)
     }
 }

@@ -505,7 +505,7 @@ extension Bench {
     }
 
     // W9-L: a read-only widget's read of the task list `behindEvents` events behind (appended by
-    // a process without the projection; no registered writer since): bounded at 2,000 replays.
+    // a process without the projection; no registered writer since): bounded at 1,000 replays.
     var w9Behind: Workload {
         Workload(id: "W9-L", title: "app projection, read-only widget read 40,000 events behind (projectionContents(limit: 5))",
                  systems: [.projectionBehind], baseline: .projectionBehind,

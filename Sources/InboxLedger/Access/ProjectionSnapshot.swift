@@ -27,7 +27,7 @@ public struct ProjectionContents<P: LedgerProjection>: Sendable, Equatable {
     /// The log's head the state reflects.
     public var head: UInt64
     /// How many events after ``head`` the state does not reflect yet: 0 unless more events
-    /// than a read replays (2,000) were appended by processes that do not keep this projection
+    /// than a read replays (1,000) were appended by processes that do not keep this projection
     /// and no builder has stored them yet (docs/semantics.md, "App projections": bounded catch-up).
     public var behind: UInt64 = 0
 
@@ -123,23 +123,28 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
                 throw LedgerError.projectionUnavailable(name: P.name, reason: "version \(P.version) has not been built yet" + (newest.map { " (the ledger holds version \($0))" } ?? "")
                     + ": a writable handle that registers it starts its build when it opens")
             }
-            switch meta.status {
-            case .ready: break
-            case .building, .clearing:
+            let stored = meta.appliedThrough
+            func building() -> LedgerError {
                 snapshot.refreshSoon()  // a build's steps do not move the head: an observation looks again
                 if access.store.writeRefusal == nil { registry.builder.schedule() }  // a stopped build continues
-                throw LedgerError.projectionBuilding(name: P.name, through: meta.appliedThrough)
-            case .failed:
-                throw LedgerError.projectionUnavailable(name: P.name, reason: meta.failure ?? "it failed")
+                return .projectionBuilding(name: P.name, through: stored)
+            }
+            switch meta.status {
+            case .ready: break
+            case .building where meta.successor == nil: break  // answered if the rest of its build is within the bound
+            case .building, .clearing: throw building()
+            case .failed: throw LedgerError.projectionUnavailable(name: P.name, reason: meta.failure ?? "it failed")
             }
             let head = try tables.head()
             if meta.appliedThrough >= head {
                 return (AppProjectionReader(store: tables.projections, space: .of(meta, registered: registered.space), path: path, cache: cache), meta.rows, head, 0)
             }
-            // Events appended by processes without this version: applied here, in memory, up to the bound.
+            // Events not applied yet (appended by processes without this version, or not built
+            // yet): applied here, in memory, up to the bound.
             let overlay = OverlayStore(base: tables.projections)
             _ = try registered.catchUp(&meta, through: head, limit: AppProjectionBounds.catchUp, in: tables, into: overlay, registry: registry, cache: nil)
             if meta.appliedThrough < head {
+                if meta.status == .building { throw building() }
                 if access.store.writeRefusal == nil { registry.builder.schedule() }  // a writable handle stores the rest
                 snapshot.refreshSoon()
             }

@@ -15,8 +15,10 @@ struct AnyAppProjection: Sendable {
     /// a row or document past its limit).
     let stage: @Sendable (_ events: [Event], _ reader: AppProjectionReader, _ context: ProjectionApplyContext) throws(LedgerError) -> AppProjectionChanges
     /// The type it was made from (two registrations of one name must be one type).
-    let typeName: String
     let type: ObjectIdentifier
+    /// Its type's full name, for errors (built only then: `String(reflecting:)` costs a cold
+    /// launch about half a millisecond a type).
+    let typeName: @Sendable () -> String
     /// Where its version is stored (``AppProjectionKeys``), its keys built once.
     let space: AppProjectionSpace
 
@@ -24,7 +26,7 @@ struct AnyAppProjection: Sendable {
         name = P.name
         version = P.version
         eventTypes = P.eventTypes
-        typeName = String(reflecting: P.self)
+        typeName = { String(reflecting: P.self) }
         type = ObjectIdentifier(P.self)
         space = AppProjectionSpace(P.self)
         stage = { (events: [Event], reader: AppProjectionReader, context: ProjectionApplyContext) throws(LedgerError) -> AppProjectionChanges in

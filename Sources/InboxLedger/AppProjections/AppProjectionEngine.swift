@@ -17,7 +17,7 @@ struct AppProjectionRegistry: Sendable {
 
     /// Checks names (format, duplicates, the built-in tables' names).
     static func make(_ options: LedgerOptions) throws(LedgerError) -> AppProjectionRegistry {
-        var seen: [String: String] = [:]
+        var seen: [String: AnyAppProjection] = [:]
         var projections: [AnyAppProjection] = []
         for type in options.projections {
             let projection = type.erased
@@ -26,12 +26,12 @@ struct AppProjectionRegistry: Sendable {
                 throw .invalidArgument(name: "projection name", reason: "'\(projection.name)' is the name of one of the ledger's own tables")
             }
             guard projection.version >= 1 else {
-                throw .invalidArgument(name: "projection version", reason: "\(projection.typeName): version must be ≥ 1, got \(projection.version)")
+                throw .invalidArgument(name: "projection version", reason: "\(projection.typeName()): version must be ≥ 1, got \(projection.version)")
             }
             if let other = seen[projection.name] {
-                throw .invalidArgument(name: "projections", reason: "'\(projection.name)' is registered twice (\(other) and \(projection.typeName))")
+                throw .invalidArgument(name: "projections", reason: "'\(projection.name)' is registered twice (\(other.typeName()) and \(projection.typeName()))")
             }
-            seen[projection.name] = projection.typeName
+            seen[projection.name] = projection
             projections.append(projection)
         }
         return AppProjectionRegistry(projections: projections, upcasters: options.upcasters)
@@ -99,7 +99,7 @@ enum AppProjectionBounds {
     /// up with events other processes appended without it: past it, a read answers from the
     /// stored state with how far behind it is, and the catch-up is stored in steps of this
     /// many events (``Ledger/projections``' builder).
-    static let catchUp = 2_000
+    static let catchUp = 1_000
 }
 
 /// The app projections inside one append's write transaction (``AppendTransaction``): each
@@ -139,7 +139,8 @@ struct AppProjectionsInTransaction {
         for projection in registry.projections {
             caches[projection.name] = registry.cache
             guard let found = try meta(projection) else { continue }
-            guard found.status == .ready else {
+            // A build with at most the bound left is finished here (below); a longer one is the builder's.
+            guard found.status == .ready || (found.status == .building && found.successor == nil) else {
                 if found.status != .failed { registry.builder.schedule() }  // being built (or its build stopped): continued
                 continue
             }
@@ -158,6 +159,12 @@ struct AppProjectionsInTransaction {
                     registry.builder.schedule()  // the rest in the builder's steps (it waits for this commit)
                     continue
                 }
+            }
+            if meta.status == .building {
+                meta.status = .ready  // the switch, in this append's transaction
+                metas[projection.space.description] = .some(meta)
+                dirty.insert(projection.space.description)
+                registry.builder.schedule()  // the versions it replaces are dropped by a build step
             }
             kept.append(projection)
         }

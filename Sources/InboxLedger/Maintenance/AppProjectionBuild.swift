@@ -68,26 +68,39 @@ struct AppProjectionBuild: LedgerAccessing {
     /// over the stored state; the write transaction then only writes them, if the record is
     /// still the one they were staged from (else, or when nothing was staged, it applies the
     /// events itself, for at most ``ProjectionBuildPacing/stepNanoseconds``).
-    func step() throws(LedgerError) -> ProjectionBuildStep {
-        guard let plan = try plan() else { return .idle }
+    ///
+    /// `creating`: whether a registered version with no record is created (an opening, and an
+    /// explicit ``LedgerProjections/build()``); the background builder does not, so a
+    /// projection dropped while a process that registers it runs stays dropped until that
+    /// process opens the ledger again.
+    func step(creating: Bool = true) throws(LedgerError) -> ProjectionBuildStep {
+        guard let plan = try plan(creating: creating) else { return .idle }
         return try perform(plan)
     }
 
     /// What a step does, looked at (and a build's events staged) in a read transaction.
     struct StepPlan {
         fileprivate let staged: StagedAdvance?
+        fileprivate let creating: Bool
+    }
+
+    /// The work due for `projection` that a step of this kind does.
+    private func work(for projection: AnyAppProjection, in tables: StoreTransaction, head: UInt64, creating: Bool) throws -> Work? {
+        let work = try work(for: projection, in: tables, head: head)
+        if case .create = work, !creating { return nil }
+        return work
     }
 
     /// The next step's plan; nil when nothing is due.
-    func plan() throws(LedgerError) -> StepPlan? {
+    func plan(creating: Bool = true) throws(LedgerError) -> StepPlan? {
         let registry = log.projections
         guard !registry.projections.isEmpty, writeRefusal == nil else { return nil }
         return try read("look at projection builds") { tables in
             let head = try tables.head()
             for projection in registry.projections {
-                guard let work = try work(for: projection, in: tables, head: head) else { continue }
-                guard case .advance = work else { return StepPlan(staged: nil) }
-                return StepPlan(staged: try stageAdvance(projection, in: tables, head: head, registry: registry))
+                guard let work = try work(for: projection, in: tables, head: head, creating: creating) else { continue }
+                guard case .advance = work else { return StepPlan(staged: nil, creating: creating) }
+                return StepPlan(staged: try stageAdvance(projection, in: tables, head: head, registry: registry), creating: creating)
             }
             return nil
         }
@@ -101,7 +114,7 @@ struct AppProjectionBuild: LedgerAccessing {
             let head = try tables.head()
             if let staged = plan.staged, try staged.commit(in: tables, head: head) { return .worked }
             for projection in registry.projections {
-                guard let work = try work(for: projection, in: tables, head: head) else { continue }
+                guard let work = try work(for: projection, in: tables, head: head, creating: plan.creating) else { continue }
                 try perform(work, for: projection, in: tables, head: head, registry: registry)
                 return .worked
             }
