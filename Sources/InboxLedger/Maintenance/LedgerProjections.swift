@@ -45,8 +45,9 @@ public struct LedgerProjections: Sendable, LedgerAccessing {
 
     /// Runs this handle's projection builds until nothing is due: new versions built beside
     /// the old ones, catch-ups of events appended without them, versions no live process
-    /// registers any more dropped (docs/apps.md, "Upgrading a projection"). Each step holds the
-    /// writer lock for about 10 ms and records its progress, so a build cut short (killed,
+    /// registers any more dropped (docs/apps.md, "Upgrading a projection"). Each step applies its
+    /// events in memory, then holds the writer lock for a few milliseconds to write them and its
+    /// progress, so a build cut short (killed,
     /// suspended) continues where it stopped. What a handle with
     /// ``LedgerOptions/projectionBuilds`` `.whenAsked` calls; with `.inBackground` (the default)
     /// it waits for what the background thread would do, doing it on this thread.

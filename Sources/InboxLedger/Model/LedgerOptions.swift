@@ -186,8 +186,8 @@ public final class ManualClock: Sendable {
 }
 
 /// Who builds a writable handle's app projections (``LedgerOptions/projectionBuilds``): each
-/// build runs in steps of about 10 ms of the writer lock, each recording its progress, never
-/// inside an opening.
+/// build runs in steps — events applied in memory without a lock, then a write transaction of
+/// a few milliseconds — each recording its progress, never inside an opening.
 public enum ProjectionBuilds: Sendable, Hashable {
     /// A thread of the handle's own, started by its opening and by an append that left a
     /// projection behind, running steps until nothing is due (a step that fails is retried by
