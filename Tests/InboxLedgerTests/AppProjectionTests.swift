@@ -535,4 +535,32 @@ extension AppProjectionTests {
         #expect(model.mismatch(try app.read({ try $0.projection(TaskList.self).contents() })) == nil)
         #expect(try app.maintenance.verify().isHealthy)
     }
+
+    /// A drop while another handle that registers the projection builds it in the background:
+    /// the drop ends (no build step clears and rebuilds the version under it: the record names
+    /// the dropper), and the background builder does not create it again — an opening does.
+    @Test func aDropBesideARegisteredBackgroundBuilderEndsAndStaysDropped() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        var quick = LedgerOptions(role: "cli")
+        quick.durability = .none
+        let plain = try Ledger(path: path, options: quick)
+        for block in 0..<20 {
+            try plain.append(contentsOf: (0..<1_000).map { i in try NewEvent(TaskAdded(id: "t\(block)-\(i)", title: "task", day: Int64(i % 9))) })
+        }
+        let app = try Ledger(path: path, options: options("app"))  // its builder starts
+        #expect(try app.projections.list().map(\.status) == ["building"])
+        try plain.projections.drop(named: TaskList.name)
+        #expect(try plain.projections.list().isEmpty)
+        // What the app's background builder would do next: nothing (it never creates).
+        #expect(try AppProjectionBuild(access: app.access).step(creating: false) == .idle)
+        #expect(try app.projections.list().isEmpty)
+        #expect(throws: LedgerError.self) { try app.read({ try $0.projection(TaskList.self).rows(limit: 1) }) }
+        // The app's next opening creates it again, and its build ends with every task.
+        var asked = options("app")
+        asked.projectionBuilds = .whenAsked
+        let reopened = try Ledger(path: path, options: asked)
+        try reopened.projections.build()
+        #expect(try reopened.read({ try $0.projection(TaskList.self).contents(limit: 1) }).rowCount == 20_000)
+    }
 }

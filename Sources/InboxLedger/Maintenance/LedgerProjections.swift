@@ -60,8 +60,8 @@ public struct LedgerProjections: Sendable, LedgerAccessing {
         try AppProjectionBuild(access: access).run()
     }
 
-    /// ``build()`` without blocking the caller's thread, each step on the directory's worker
-    /// thread; cancellation stops it between two steps with ``LedgerError/cancelled`` (what was
+    /// ``build()`` without blocking the caller's thread, each step on a thread of the handle's
+    /// own (not the one async reads run on); cancellation stops it between two steps with ``LedgerError/cancelled`` (what was
     /// built is kept: the next build continues from it). For a `BGProcessingTask` or a host
     /// app's launch.
     ///
@@ -71,7 +71,8 @@ public struct LedgerProjections: Sendable, LedgerAccessing {
     public func build() async throws(LedgerError) {
         try checkWritable()
         let build = AppProjectionBuild(access: access)
-        while try await offPool({ () throws(LedgerError) in try build.step() }) == .worked {
+        let worker = access.log.projections.buildWorker
+        while try await worker.run({ () throws(LedgerError) in try build.step() }) == .worked {
             do { try await Task.sleep(for: .microseconds(Int(ProjectionBuildPacing.pauseMicros))) } catch { throw .cancelled }
         }
     }
@@ -82,19 +83,23 @@ public struct LedgerProjections: Sendable, LedgerAccessing {
     ///
     /// A version's record is marked first: from then on no process (an older one still
     /// registering the projection) reads the half-deleted state or applies events to it. The
-    /// entries are deleted after it, then the record, unless a writable handle registering
-    /// the projection created it again meanwhile: its build clears them.
+    /// entries are deleted after it, then the record. While this process lives, no build step
+    /// of another process that still registers the projection touches the version being
+    /// dropped, and a background build never creates it again: that process's next opening
+    /// (or `build()`) does.
     public func drop(named name: String) throws(LedgerError) {
         while try write("drop projection '\(name)'", { tables in
             let store = tables.projections
             guard var meta = try AppProjectionTable.versions(of: name, in: store, path: path).first else { return true }
             let space = AppProjectionSpace(meta)
-            if meta.status != .clearing {
+            if meta.status != .clearing || meta.dropper != getpid() {
                 // Marked first: a drop interrupted between its transactions leaves a projection
-                // being cleared (never read; a build that registers it clears and rebuilds it),
-                // not a partial state recorded as ready.
+                // being cleared (never read; once this process is gone, a build that registers
+                // it clears and rebuilds it), not a partial state recorded as ready. While this
+                // process lives, no build step touches it (`dropper`).
                 meta.status = .clearing
                 meta.rows = 0
+                meta.dropper = getpid()
                 try AppProjectionTable.putMeta(meta, in: store)
             }
             if try AppProjectionTable.clear(space, in: store, limit: ProjectionBuildPacing.dropChunk) == ProjectionBuildPacing.dropChunk { return false }

@@ -152,6 +152,10 @@ struct AppProjectionMeta: Codable, Hashable, Sendable {
     /// The processes (pids) that registered this version writable while another version was
     /// stored; the version is dropped once a newer one is ready and none of them lives.
     var registrants: [Int32]? = nil
+    /// The process whose ``LedgerProjections/drop(named:)`` marked this version `clearing`:
+    /// while it lives, no build step continues the clearing (and rebuilds the version under
+    /// the drop); a drop its process did not finish is continued by the next build.
+    var dropper: Int32? = nil
 
     /// The record stored under `key`: one under a name alone is in the legacy space.
     static func decode(_ bytes: [UInt8], key: [UInt8]? = nil, path: String) throws(LedgerError) -> AppProjectionMeta {
