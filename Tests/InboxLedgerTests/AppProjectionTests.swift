@@ -563,4 +563,35 @@ extension AppProjectionTests {
         try reopened.projections.build()
         #expect(try reopened.read({ try $0.projection(TaskList.self).contents(limit: 1) }).rowCount == 20_000)
     }
+
+    /// `verify` between two transactions of a drop (or after a drop interrupted there): the
+    /// version is `clearing` and half its entries are gone — only its record is checked, so
+    /// there is no finding; the drop then ends, and `verify` is still healthy.
+    @Test func verifyInTheMiddleOfADropFindsNothing() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        var asked = options("app")
+        asked.projectionBuilds = .whenAsked
+        asked.durability = .none
+        let app = try Ledger(path: path, options: asked)
+        for block in 0..<3 {
+            try app.append(contentsOf: (0..<1_000).map { i in try NewEvent(TaskAdded(id: "t\(block)-\(i)", title: "task \(i)", day: Int64(i % 9))) })
+        }
+        let plain = try Ledger(path: path, options: LedgerOptions(role: "cli"))
+        // The drop's first transaction, as `drop(named:)` makes it: the record marked, a chunk deleted.
+        try plain.write("the first transaction of a drop") { tables in
+            let store = tables.projections
+            var meta = try #require(try AppProjectionTable.versions(of: TaskList.name, in: store, path: path).first)
+            meta.status = .clearing
+            meta.rows = 0
+            meta.dropper = getpid()
+            try AppProjectionTable.putMeta(meta, in: store)
+            #expect(try AppProjectionTable.clear(AppProjectionSpace(meta), in: store, limit: ProjectionBuildPacing.dropChunk) == ProjectionBuildPacing.dropChunk)
+        }
+        #expect(try plain.maintenance.verify().isHealthy)
+        #expect(throws: LedgerError.self) { try app.read({ try $0.projection(TaskList.self).rows(limit: 1) }) }
+        try plain.projections.drop(named: TaskList.name)
+        #expect(try plain.projections.list().isEmpty)
+        #expect(try plain.maintenance.verify().isHealthy)
+    }
 }
