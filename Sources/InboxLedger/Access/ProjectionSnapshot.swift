@@ -124,6 +124,7 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
                     + ": a writable handle that registers it starts its build when it opens")
             }
             let stored = meta.appliedThrough
+            let head = try tables.head()
             func building() -> LedgerError {
                 snapshot.refreshSoon()  // a build's steps do not move the head: an observation looks again
                 if access.store.writeRefusal == nil { registry.builder.schedule() }  // a stopped build continues
@@ -131,11 +132,11 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
             }
             switch meta.status {
             case .ready: break
-            case .building where meta.successor == nil: break  // answered if the rest of its build is within the bound
+            case .building where meta.successor == nil && head <= meta.appliedThrough + UInt64(AppProjectionBounds.catchUp):
+                break  // the rest of its build is within the bound: answered
             case .building, .clearing: throw building()
             case .failed: throw LedgerError.projectionUnavailable(name: P.name, reason: meta.failure ?? "it failed")
             }
-            let head = try tables.head()
             if meta.appliedThrough >= head {
                 return (AppProjectionReader(store: tables.projections, space: .of(meta, registered: registered.space), path: path, cache: cache), meta.rows, head, 0)
             }
@@ -144,7 +145,7 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
             let overlay = OverlayStore(base: tables.projections)
             _ = try registered.catchUp(&meta, through: head, limit: AppProjectionBounds.catchUp, in: tables, into: overlay, registry: registry, cache: nil)
             if meta.appliedThrough < head {
-                if meta.status == .building { throw building() }
+                if meta.status == .building { throw building() }  // trimmed events counted in the bound: not reached
                 if access.store.writeRefusal == nil { registry.builder.schedule() }  // a writable handle stores the rest
                 snapshot.refreshSoon()
             }

@@ -143,7 +143,8 @@ struct AppProjectionsInTransaction {
             caches[projection.name] = registry.cache
             guard let found = try meta(projection) else { continue }
             // A build with at most the bound left is finished here (below); a longer one is the builder's.
-            guard found.status == .ready || (found.status == .building && found.successor == nil) else {
+            let finishing = found.status == .building && found.successor == nil && head <= found.appliedThrough + UInt64(AppProjectionBounds.catchUp)
+            guard found.status == .ready || finishing else {
                 if found.status != .failed { registry.builder.schedule() }  // being built (or its build stopped): continued
                 continue
             }
