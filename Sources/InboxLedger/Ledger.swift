@@ -90,7 +90,7 @@ public final class Ledger: Sendable, LedgerAccessing {
         if writeRefusal == nil {
             let build = AppProjectionBuild(access: access)
             try build.prepare()
-            if try build.isDue() { projections.builder.schedule() }
+            if try build.isDue() { projections.builder.schedule(delayMicros: ProjectionBuildPacing.openingDelayMicros) }
         }
     }
 

@@ -23,6 +23,10 @@ enum ProjectionBuildPacing {
     static let stagedEvents = 50_000
     /// How many entries one drop transaction deletes.
     static let dropChunk = 2_000
+    /// How long the builder an opening starts waits before its first step, in microseconds: a
+    /// launch's first reads (a widget's timeline, the app's first screen) are not slowed by a
+    /// build's reading the log beside them.
+    static let openingDelayMicros: UInt32 = 200_000
     /// Pause between two steps, in microseconds: the writer lock is not fair (a waiting writer
     /// polls it, every 2 ms at most), so a builder committing step after step would keep other
     /// processes' writers out; with the pause, a waiting writer gets in between two steps.
@@ -58,10 +62,12 @@ final class ProjectionBuilder: Sendable {
     /// Why the last background run stopped early (nil: it did not).
     var lastError: LedgerError? { state.withLock { $0.lastError } }
 
-    /// Starts the thread (or wakes it for another round), if bound.
-    func schedule() {
+    /// Starts the thread (or wakes it for another round), if bound; `delayMicros`: it first
+    /// waits that long (an opening's: a launch's first reads go before the build).
+    func schedule(delayMicros: UInt32 = 0) {
         guard state.withLock({ $0.run != nil }) else { return }
         thread.wake { [weak self] thread in
+            if delayMicros > 0 { usleep(delayMicros) }
             repeat {
                 guard let self, let run = self.state.withLock({ $0.run }) else { return }
                 do throws(LedgerError) {
