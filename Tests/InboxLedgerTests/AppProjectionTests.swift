@@ -43,6 +43,21 @@ import TestSupport
         return options
     }
 
+    /// `options(role)` for a handle that builds only when asked (the tests drive the build).
+    func whenAsked(_ role: String) -> LedgerOptions {
+        var asked = options(role)
+        asked.projectionBuilds = .whenAsked
+        return asked
+    }
+
+    /// A handle without the projection (the CLI, an old extension) whose commits need not be
+    /// durable: what fills a test's log.
+    func plainWriter(_ path: String) throws -> Ledger {
+        var plain = LedgerOptions(role: "cli")
+        plain.durability = .none
+        return try Ledger(path: path, options: plain)
+    }
+
     func check(_ ledger: Ledger, against model: TaskModel, _ note: Comment? = nil) throws {
         let state = try ledger.read({ try $0.projection(TaskList.self).contents() })
         #expect(state.rows.map(\.key) == model.ordered.map(\.key), note)
@@ -163,7 +178,7 @@ import TestSupport
     @Test func anOpeningWithABuildDueAppliesNothingAndTheBackgroundBuilderFinishesIt() async throws {
         let dir = TemporaryDirectory()
         let path = dir.child("l")
-        let plain = try Ledger(path: path, options: LedgerOptions(role: "cli"))
+        let plain = try plainWriter(path)
         try plain.append(contentsOf: (0..<3_000).map { try NewEvent(TaskAdded(id: "t\($0)", title: "task", day: Int64($0))) })
         let app = try Ledger(path: path, options: options("app"))
         // The observation waits through `projectionBuilding` for the state the builder stores.
@@ -265,7 +280,7 @@ import TestSupport
         #expect(throws: LedgerError.self) { try app.append(TaskDone(id: "nope")) }   // its own: refused, nothing written
         #expect(try app.read({ try $0.head() }) == 1)
         // The CLI appends an event the projection cannot decode, then one it refuses, then a good one.
-        let plain = try Ledger(path: path, options: LedgerOptions(role: "cli"))
+        let plain = try plainWriter(path)
         try plain.append(contentsOf: [NewEvent(type: TaskDone.eventType, payload: Array(#"{"task":"t1"}"#.utf8))])
         try plain.append(TaskDone(id: "ghost"))
         try plain.append(TaskDone(id: "t1"))
@@ -393,9 +408,7 @@ extension AppProjectionTests {
     @Test func anOpeningWithA200000EventBuildDueAppliesNothingAndTheBuildFinishesInSteps() throws {
         let dir = TemporaryDirectory()
         let path = dir.child("l")
-        var plainOptions = LedgerOptions(role: "cli")
-        plainOptions.durability = .none
-        let plain = try Ledger(path: path, options: plainOptions)
+        let plain = try plainWriter(path)
         var generator = SeededGenerator(seed: 38)
         for block in 0..<200 {
             try plain.append(contentsOf: (0..<1_000).map { i in
@@ -430,12 +443,10 @@ extension AppProjectionTests {
     @Test func aStepStagedBeforeAnotherWriterCaughtUpWritesNothingStaleAndTheStateMatchesTheModel() throws {
         let dir = TemporaryDirectory()
         let path = dir.child("l")
-        var asked = options("app")
-        asked.projectionBuilds = .whenAsked
-        let app = try Ledger(path: path, options: asked)
+        let app = try Ledger(path: path, options: whenAsked("app"))
         try app.append(TaskAdded(id: "t0", title: "first", day: 0))
         // 800 events from a process without the projection (fewer than an append catches up).
-        let plain = try Ledger(path: path, options: LedgerOptions(role: "cli"))
+        let plain = try plainWriter(path)
         var generator = SeededGenerator(seed: 3838)
         try plain.append(contentsOf: (0..<800).map { i in
             let id = "t\(Int.random(in: 0..<300, using: &generator))"
@@ -466,12 +477,10 @@ extension AppProjectionTests {
     @Test func aReadFurtherBehindThanTheBoundSaysHowFarAndTheBuilderCatchesUp() throws {
         let dir = TemporaryDirectory()
         let path = dir.child("l")
-        var asked = options("app")
-        asked.projectionBuilds = .whenAsked
-        let app = try Ledger(path: path, options: asked)
+        let app = try Ledger(path: path, options: whenAsked("app"))
         try app.append(TaskAdded(id: "t0", title: "first", day: 0))
         let bound = AppProjectionBounds.catchUp
-        let plain = try Ledger(path: path, options: LedgerOptions(role: "cli"))
+        let plain = try plainWriter(path)
         var generator = SeededGenerator(seed: 357)
         let extra = 700
         try plain.append(contentsOf: (0..<(bound + extra)).map { i in
@@ -514,13 +523,11 @@ extension AppProjectionTests {
     @Test func aBuildWithinTheBoundIsReadExactlyAndFinishedByTheNextAppend() throws {
         let dir = TemporaryDirectory()
         let path = dir.child("l")
-        let plain = try Ledger(path: path, options: LedgerOptions(role: "cli"))
+        let plain = try plainWriter(path)
         try plain.append(TaskAdded(id: "t1", title: "Milk", day: 1))
         try plain.append(TaskAdded(id: "t2", title: "Eggs", day: 0))
         try plain.append(TaskDone(id: "t1"))
-        var asked = options("app")
-        asked.projectionBuilds = .whenAsked
-        let app = try Ledger(path: path, options: asked)
+        let app = try Ledger(path: path, options: whenAsked("app"))
         #expect(try app.projections.list().map(\.status) == ["building"])
         var model = TaskListModel(.v1)
         try model.fold(try plain.read { try $0.events(after: 0, limit: 10) })
@@ -542,9 +549,7 @@ extension AppProjectionTests {
     @Test func aDropBesideARegisteredBackgroundBuilderEndsAndStaysDropped() throws {
         let dir = TemporaryDirectory()
         let path = dir.child("l")
-        var quick = LedgerOptions(role: "cli")
-        quick.durability = .none
-        let plain = try Ledger(path: path, options: quick)
+        let plain = try plainWriter(path)
         for block in 0..<20 {
             try plain.append(contentsOf: (0..<1_000).map { i in try NewEvent(TaskAdded(id: "t\(block)-\(i)", title: "task", day: Int64(i % 9))) })
         }
@@ -557,9 +562,7 @@ extension AppProjectionTests {
         #expect(try app.projections.list().isEmpty)
         #expect(throws: LedgerError.self) { try app.read({ try $0.projection(TaskList.self).rows(limit: 1) }) }
         // The app's next opening creates it again, and its build ends with every task.
-        var asked = options("app")
-        asked.projectionBuilds = .whenAsked
-        let reopened = try Ledger(path: path, options: asked)
+        let reopened = try Ledger(path: path, options: whenAsked("app"))
         try reopened.projections.build()
         #expect(try reopened.read({ try $0.projection(TaskList.self).contents(limit: 1) }).rowCount == 20_000)
     }
@@ -570,14 +573,13 @@ extension AppProjectionTests {
     @Test func verifyInTheMiddleOfADropFindsNothing() throws {
         let dir = TemporaryDirectory()
         let path = dir.child("l")
-        var asked = options("app")
-        asked.projectionBuilds = .whenAsked
+        var asked = whenAsked("app")
         asked.durability = .none
         let app = try Ledger(path: path, options: asked)
         for block in 0..<3 {
             try app.append(contentsOf: (0..<1_000).map { i in try NewEvent(TaskAdded(id: "t\(block)-\(i)", title: "task \(i)", day: Int64(i % 9))) })
         }
-        let plain = try Ledger(path: path, options: LedgerOptions(role: "cli"))
+        let plain = try plainWriter(path)
         // The drop's first transaction, as `drop(named:)` makes it: the record marked, a chunk deleted.
         try plain.write("the first transaction of a drop") { tables in
             let store = tables.projections
