@@ -544,8 +544,8 @@ extension AppProjectionTests {
     }
 
     /// A drop while another handle that registers the projection builds it in the background:
-    /// the drop ends (no build step clears and rebuilds the version under it: the record names
-    /// the dropper), and the background builder does not create it again — an opening does.
+    /// the drop ends (no build step clears and rebuilds the version under it: the record holds
+    /// the drop's lease), and the background builder does not create it again — an opening does.
     @Test func aDropBesideARegisteredBackgroundBuilderEndsAndStaysDropped() throws {
         let dir = TemporaryDirectory()
         let path = dir.child("l")
@@ -586,7 +586,7 @@ extension AppProjectionTests {
             var meta = try #require(try AppProjectionTable.versions(of: TaskList.name, in: store, path: path).first)
             meta.status = .clearing
             meta.rows = 0
-            meta.dropper = getpid()
+            meta.droppingUntil = Int64.max  // as a drop in progress
             try AppProjectionTable.putMeta(meta, in: store)
             #expect(try AppProjectionTable.clear(AppProjectionSpace(meta), in: store, limit: ProjectionBuildPacing.dropChunk) == ProjectionBuildPacing.dropChunk)
         }

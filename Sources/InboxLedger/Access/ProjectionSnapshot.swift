@@ -132,7 +132,7 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
             }
             switch meta.status {
             case .ready: break
-            case .building where meta.successor == nil && head <= meta.appliedThrough + UInt64(AppProjectionBounds.catchUp):
+            case .building where meta.successor == nil && (meta.appliedThrough >= head || head - meta.appliedThrough <= UInt64(AppProjectionBounds.catchUp)):
                 break  // the rest of its build is within the bound: answered
             case .building, .clearing: throw building()
             case .failed: throw LedgerError.projectionUnavailable(name: P.name, reason: meta.failure ?? "it failed")

@@ -143,7 +143,8 @@ struct AppProjectionsInTransaction {
             caches[projection.name] = registry.cache
             guard let found = try meta(projection) else { continue }
             // A build with at most the bound left is finished here (below); a longer one is the builder's.
-            let finishing = found.status == .building && found.successor == nil && head <= found.appliedThrough + UInt64(AppProjectionBounds.catchUp)
+            let finishing = found.status == .building && found.successor == nil
+                && (found.appliedThrough >= head || head - found.appliedThrough <= UInt64(AppProjectionBounds.catchUp))
             guard found.status == .ready || finishing else {
                 if found.status != .failed { registry.builder.schedule() }  // being built (or its build stopped): continued
                 continue
@@ -160,7 +161,7 @@ struct AppProjectionsInTransaction {
                 metas[projection.space.description] = .some(meta)
                 dirty.insert(projection.space.description)
                 guard reached else {
-                    registry.builder.schedule()  // the rest in the builder's steps (it waits for this commit)
+                    registry.builder.schedule()  // the rest in the builder's steps (a step staged before this commit is staged again)
                     continue
                 }
             }

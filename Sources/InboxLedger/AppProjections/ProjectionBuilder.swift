@@ -19,8 +19,9 @@ enum ProjectionBuildPacing {
     /// write transaction writes them: ~6 ms of the writer lock a step on the benchmark VM
     /// (W9-U under perf: the commits are 9 % of a 200,000-event build of ~36 steps).
     static let stagedEntries = 8_192
-    /// How many events a step stages at most (a projection whose events change few entries).
-    static let stagedEvents = 50_000
+    /// How many events a step stages at most (a projection whose events change few entries):
+    /// its read transaction stays ~100 ms at most on the benchmark VM.
+    static let stagedEvents = 20_000
     /// How many entries one drop transaction deletes.
     static let dropChunk = 2_000
     /// How long the builder an opening starts waits before its first step, in microseconds: a

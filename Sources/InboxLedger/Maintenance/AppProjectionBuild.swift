@@ -33,7 +33,7 @@ struct AppProjectionBuild: LedgerAccessing {
         }
         let replaced = versions.contains { $0.version > projection.version }
         switch own.status {
-        case .clearing where own.dropper.map(processIsAlive) == true: return nil  // a drop in progress: left to it
+        case .clearing where (own.droppingUntil ?? .min) > access.options.clock.now().micros: return nil  // a drop in progress: left to it
         case .clearing, .building: return replaced ? nil : .advance  // a replaced version is never built again
         case .failed: return nil
         case .ready: break
@@ -75,8 +75,12 @@ struct AppProjectionBuild: LedgerAccessing {
     /// projection dropped while a process that registers it runs stays dropped until that
     /// process opens the ledger again.
     func step(creating: Bool = true) throws(LedgerError) -> ProjectionBuildStep {
-        guard let plan = try plan(creating: creating) else { return .idle }
-        return try perform(plan)
+        guard let first = try plan(creating: creating) else { return .idle }
+        if let done = try perform(first, fallingBack: false) { return done }
+        // Staged from a record another writer changed meanwhile (an append that left the
+        // projection behind wakes the builder before its commit): staged once more, from it.
+        guard let again = try plan(creating: creating) else { return .idle }
+        return try perform(again)
     }
 
     /// What a step does, looked at (and a build's events staged) in a read transaction.
@@ -108,12 +112,21 @@ struct AppProjectionBuild: LedgerAccessing {
     }
 
     /// Runs `plan` in one write transaction: writes what it staged, unless the record changed
-    /// since (then, or when nothing was staged, the work due now is done in the transaction).
+    /// since — then, or when nothing was staged, the work due now is done in the transaction.
     func perform(_ plan: StepPlan) throws(LedgerError) -> ProjectionBuildStep {
+        try perform(plan, fallingBack: true) ?? .idle  // falling back, it always returns a step
+    }
+
+    /// ``perform(_:)``; nil (nothing written) when the staged changes are stale and
+    /// `fallingBack` is false.
+    private func perform(_ plan: StepPlan, fallingBack: Bool) throws(LedgerError) -> ProjectionBuildStep? {
         let registry = log.projections
-        return try write("build projections", durability: LedgerDurability.none) { tables in
+        return try write("build projections", durability: LedgerDurability.none) { tables -> ProjectionBuildStep? in
             let head = try tables.head()
-            if let staged = plan.staged, try staged.commit(in: tables, head: head) { return .worked }
+            if let staged = plan.staged {
+                if try staged.commit(in: tables, head: head) { return .worked }
+                if !fallingBack { return nil }
+            }
             for projection in registry.projections {
                 guard let work = try work(for: projection, in: tables, head: head, creating: plan.creating) else { continue }
                 try perform(work, for: projection, in: tables, head: head, registry: registry)
@@ -221,6 +234,7 @@ struct AppProjectionBuild: LedgerAccessing {
                 if try AppProjectionTable.clear(AppProjectionSpace(meta), in: store, limit: ProjectionBuildPacing.dropChunk) == ProjectionBuildPacing.dropChunk { break }
                 let from = try tables.firstSequence() - 1
                 meta.status = .building
+                meta.droppingUntil = nil
                 meta.appliedThrough = from
                 meta.builtFrom = from
                 meta.rows = 0

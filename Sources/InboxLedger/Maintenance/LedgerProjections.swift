@@ -83,25 +83,23 @@ public struct LedgerProjections: Sendable, LedgerAccessing {
     ///
     /// A version's record is marked first: from then on no process (an older one still
     /// registering the projection) reads the half-deleted state or applies events to it. The
-    /// entries are deleted after it, then the record. While this process lives, no build step
-    /// of another process that still registers the projection touches the version being
-    /// dropped, and a background build never creates it again: that process's next opening
-    /// (or `build()`) does.
+    /// entries are deleted after it, then the record. While the drop runs (a lease each of its
+    /// transactions renews), no build step of a process that still registers the projection
+    /// touches the version, and a background build never creates it again: that process's next
+    /// opening (or `build()`) does.
     public func drop(named name: String) throws(LedgerError) {
         while try write("drop projection '\(name)'", { tables in
             let store = tables.projections
             guard var meta = try AppProjectionTable.versions(of: name, in: store, path: path).first else { return true }
             let space = AppProjectionSpace(meta)
-            if meta.status != .clearing || meta.dropper != getpid() {
-                // Marked first: a drop interrupted between its transactions leaves a projection
-                // being cleared (never read; once this process is gone, a build that registers
-                // it clears and rebuilds it), not a partial state recorded as ready. While this
-                // process lives, no build step touches it (`dropper`).
-                meta.status = .clearing
-                meta.rows = 0
-                meta.dropper = getpid()
-                try AppProjectionTable.putMeta(meta, in: store)
-            }
+            // Marked first: a drop interrupted between its transactions leaves a projection
+            // being cleared (never read; once its lease has passed, a build that registers it
+            // clears and rebuilds it), not a partial state recorded as ready. Each transaction
+            // renews the lease, so no build step touches the version while the drop runs.
+            meta.status = .clearing
+            meta.rows = 0
+            meta.droppingUntil = access.options.clock.now().micros + AppProjectionMeta.dropLeaseMicros
+            try AppProjectionTable.putMeta(meta, in: store)
             if try AppProjectionTable.clear(space, in: store, limit: ProjectionBuildPacing.dropChunk) == ProjectionBuildPacing.dropChunk { return false }
             try store.delete(.apps, space.record)
             return false  // the next version, if any

@@ -152,10 +152,15 @@ struct AppProjectionMeta: Codable, Hashable, Sendable {
     /// The processes (pids) that registered this version writable while another version was
     /// stored; the version is dropped once a newer one is ready and none of them lives.
     var registrants: [Int32]? = nil
-    /// The process whose ``LedgerProjections/drop(named:)`` marked this version `clearing`:
-    /// while it lives, no build step continues the clearing (and rebuilds the version under
-    /// the drop); a drop its process did not finish is continued by the next build.
-    var dropper: Int32? = nil
+    /// Set by ``LedgerProjections/drop(named:)`` while it deletes this version (ledger clock,
+    /// µs since 1970; each of its transactions moves it ``AppProjectionMeta/dropLeaseMicros``
+    /// ahead): until then no build step continues the clearing (and rebuilds the version under
+    /// the drop). A drop that stopped half-way (its process killed, an error) lets the next
+    /// build clear and rebuild the version once it has passed.
+    var droppingUntil: Int64? = nil
+    /// How long a drop's transaction keeps build steps off the version (5 s; the drop's
+    /// transactions are milliseconds apart).
+    static let dropLeaseMicros: Int64 = 5_000_000
 
     /// The record stored under `key`: one under a name alone is in the legacy space.
     static func decode(_ bytes: [UInt8], key: [UInt8]? = nil, path: String) throws(LedgerError) -> AppProjectionMeta {
