@@ -21,6 +21,9 @@ final class LedgerAccess: Sendable {
     let widgetCache: WidgetCache
     /// Runs the async forms' reads off the cooperative pool (one thread per directory).
     let readWorker: OffPoolWorker
+    /// Runs `projections.build() async`'s steps: a thread of the handle's own, so that async
+    /// reads never wait behind a step's staging.
+    let buildWorker = OffPoolWorker()
 
     init(path: String, options: LedgerOptions, origin: Origin, store: LedgerStore, log: EventLog,
          changeMonitor: ChangeMonitor, widgetCache: WidgetCache, readWorker: OffPoolWorker) {

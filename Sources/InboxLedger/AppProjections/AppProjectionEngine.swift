@@ -12,9 +12,6 @@ struct AppProjectionRegistry: Sendable {
     let cache = AppProjectionCache()
     /// The handle's background builds (``LedgerOptions/projectionBuilds``).
     let builder = ProjectionBuilder()
-    /// Where `build() async` runs its steps: a thread of its own, not the directory's read
-    /// worker, whose async reads would wait behind a step's staging.
-    let buildWorker = OffPoolWorker()
 
     static let empty = AppProjectionRegistry(projections: [], upcasters: [])
 

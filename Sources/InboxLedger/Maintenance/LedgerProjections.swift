@@ -71,8 +71,7 @@ public struct LedgerProjections: Sendable, LedgerAccessing {
     public func build() async throws(LedgerError) {
         try checkWritable()
         let build = AppProjectionBuild(access: access)
-        let worker = access.log.projections.buildWorker
-        while try await worker.run({ () throws(LedgerError) in try build.step() }) == .worked {
+        while try await access.buildWorker.run({ () throws(LedgerError) in try build.step() }) == .worked {
             do { try await Task.sleep(for: .microseconds(Int(ProjectionBuildPacing.pauseMicros))) } catch { throw .cancelled }
         }
     }
