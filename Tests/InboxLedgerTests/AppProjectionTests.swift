@@ -596,4 +596,45 @@ extension AppProjectionTests {
         #expect(try plain.projections.list().isEmpty)
         #expect(try plain.maintenance.verify().isHealthy)
     }
+
+    /// A drop that stopped half-way (its process killed, or an error between its
+    /// transactions): while its lease holds no build step touches the version; once it has
+    /// passed, a build that registers the projection clears it and builds it again, exact.
+    @Test func aDropStoppedHalfWayIsLeftAloneWhileItsLeaseHoldsThenRebuilt() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        let app = try Ledger(path: path, options: whenAsked("app"))
+        for block in 0..<3 {
+            try app.append(contentsOf: (0..<1_000).map { i in try NewEvent(TaskAdded(id: "t\(block)-\(i)", title: "task \(i)", day: Int64(i % 9))) })
+        }
+        func stopDropHalfWay(leaseUntil: Int64) throws {
+            try app.write("a drop's first transaction") { tables in
+                let store = tables.projections
+                var meta = try #require(try AppProjectionTable.versions(of: TaskList.name, in: store, path: path).first)
+                meta.status = .clearing
+                meta.rows = 0
+                meta.droppingUntil = leaseUntil
+                try AppProjectionTable.putMeta(meta, in: store)
+                _ = try AppProjectionTable.clear(AppProjectionSpace(meta), in: store, limit: ProjectionBuildPacing.dropChunk)
+            }
+        }
+        let now = app.access.options.clock.now().micros
+        try stopDropHalfWay(leaseUntil: now + 60_000_000)
+        #expect(try AppProjectionBuild(access: app.access).step() == .idle, "a step touched a version under a drop's lease")
+        #expect(try app.projections.list().map(\.status) == ["clearing"])
+        // The lease passed (the dropper is gone): the build clears and rebuilds it.
+        try app.write("the lease passes") { tables in
+            let store = tables.projections
+            var meta = try #require(try AppProjectionTable.versions(of: TaskList.name, in: store, path: path).first)
+            meta.droppingUntil = now - 1
+            try AppProjectionTable.putMeta(meta, in: store)
+        }
+        try app.projections.build()
+        let record = try #require(try app.projections.list().first)
+        #expect(record.status == "ready" && record.rows == 3_000)
+        var model = TaskListModel(.v1)
+        try model.fold(try app.read { try $0.events(after: 0, limit: 10_000) })
+        #expect(model.mismatch(try app.read({ try $0.projection(TaskList.self).contents() })) == nil)
+        #expect(try app.maintenance.verify().isHealthy)
+    }
 }
