@@ -637,4 +637,36 @@ extension AppProjectionTests {
         #expect(model.mismatch(try app.read({ try $0.projection(TaskList.self).contents() })) == nil)
         #expect(try app.maintenance.verify().isHealthy)
     }
+
+    /// A handle keeps the last `contents(limit:)` it read of a state by that state's record:
+    /// a warm read returns it, and any change — an append of this or another handle, another
+    /// limit, events another process appended (replayed, never kept) — reads anew.
+    @Test func warmContentsAreTheStoredStateAfterEveryKindOfChange() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        let app = try Ledger(path: path, options: whenAsked("app"))
+        let widget = try Ledger(path: path, options: whenAsked("widget"))
+        let plain = try plainWriter(path)
+        var model = TaskListModel(.v1)
+        func expectCurrent(_ note: Comment) throws {
+            try model.fold(try plain.read { try $0.events(after: model.through, limit: 1_000) })
+            // Each round starts with the limit the last one ended with: a cache not keyed by
+            // the state would answer it with the old state.
+            for limit in [.max, 1, 3, .max] {
+                let read = try app.read({ try $0.projection(TaskList.self).contents(limit: limit) })
+                #expect(read == (try app.read({ try $0.projection(TaskList.self).contents(limit: limit) })), note)  // warm: the same
+                #expect(read.rows.count == min(limit, model.rows.count), note)
+                if limit == .max { #expect(model.mismatch(read) == nil, note) }
+            }
+        }
+        try app.append(TaskAdded(id: "a", title: "A", day: 2))
+        try app.append(TaskAdded(id: "b", title: "B", day: 1))
+        try expectCurrent("own appends")
+        try widget.append(TaskDone(id: "b"))
+        try expectCurrent("another handle's append")
+        try plain.append(TaskAdded(id: "c", title: "C", day: 0))
+        try expectCurrent("a process without the projection (replayed)")
+        try app.append(TaskRemoved(id: "a"))
+        try expectCurrent("the replay stored by the next append")
+    }
 }

@@ -55,6 +55,11 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
     /// How many events of the snapshot's log after ``head`` the state does not reflect yet
     /// (``ProjectionContents/behind``).
     public let behind: UInt64
+    /// The stored record's bytes when the state read is exactly the stored one (nothing
+    /// replayed): what ``contents(limit:)``'s cache is keyed by.
+    private let record: [UInt8]?
+    /// `name@version`: what the cache keeps the contents of.
+    private let space: String
 
     /// The row under `key` (nil: none).
     public func row(_ key: String) throws(LedgerError) -> P.Row? {
@@ -98,7 +103,10 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
     /// print(state.document.open, state.rows.map(\.row.title))
     /// ```
     public func contents(limit: Int = .max) throws(LedgerError) -> ProjectionContents<P> {
-        ProjectionContents(document: try document(), rows: try rows(limit: limit), rowCount: rowCount, head: head, behind: behind)
+        if let record, let cached: ProjectionContents<P> = reader.cache?.contents(space, record: record, limit: limit) { return cached }
+        let contents = ProjectionContents<P>(document: try document(), rows: try rows(limit: limit), rowCount: rowCount, head: head, behind: behind)
+        if let record { reader.cache?.storeContents(space, record: record, limit: limit, contents) }
+        return contents
     }
 
     /// `P`'s state in `snapshot`: the stored state, with the events appended since by processes
@@ -114,8 +122,9 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
         }
         let tables = snapshot.tables
         let cache = registry.cache
-        (reader, rowCount, head, behind) = try snapshot.run("read projection") {
-            guard var meta = try AppProjectionTable.meta(registered.space, in: tables.projections, path: path, cache: cache) else {
+        space = registered.space.description
+        (reader, rowCount, head, behind, record) = try snapshot.run("read projection") {
+            guard let (stored, bytes) = try AppProjectionTable.record(registered.space, in: tables.projections, path: path, cache: cache) else {
                 let newest = try AppProjectionTable.versions(of: P.name, in: tables.projections, path: path).map(\.version).max()
                 if let newest, newest > P.version {
                     throw LedgerError.projectionUnavailable(name: P.name, reason: "the ledger holds version \(newest), this process registers version \(P.version) (a newer app built it: update this process)")
@@ -123,12 +132,12 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
                 throw LedgerError.projectionUnavailable(name: P.name, reason: "version \(P.version) has not been built yet" + (newest.map { " (the ledger holds version \($0))" } ?? "")
                     + ": a writable handle that registers it starts its build when it opens")
             }
-            let stored = meta.appliedThrough
+            var meta = stored
             let head = try tables.head()
             func building() -> LedgerError {
                 snapshot.refreshSoon()  // a build's steps do not move the head: an observation looks again
                 if access.store.writeRefusal == nil { registry.builder.schedule() }  // a stopped build continues
-                return .projectionBuilding(name: P.name, through: stored)
+                return .projectionBuilding(name: P.name, through: stored.appliedThrough)
             }
             switch meta.status {
             case .ready: break
@@ -138,7 +147,8 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
             case .failed: throw LedgerError.projectionUnavailable(name: P.name, reason: meta.failure ?? "it failed")
             }
             if meta.appliedThrough >= head {
-                return (AppProjectionReader(store: tables.projections, space: .of(meta, registered: registered.space), path: path, cache: cache), meta.rows, head, 0)
+                return (AppProjectionReader(store: tables.projections, space: .of(meta, registered: registered.space), path: path, cache: cache), meta.rows, head, 0,
+                        meta.status == .ready ? bytes : nil)
             }
             // Events not applied yet (appended by processes without this version, or not built
             // yet): applied here, in memory, up to the bound.
@@ -149,7 +159,7 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
                 if access.store.writeRefusal == nil { registry.builder.schedule() }  // a writable handle stores the rest
                 snapshot.refreshSoon()
             }
-            return (AppProjectionReader(store: overlay, space: AppProjectionSpace(meta), path: path), meta.rows, meta.appliedThrough, head - meta.appliedThrough)
+            return (AppProjectionReader(store: overlay, space: AppProjectionSpace(meta), path: path), meta.rows, meta.appliedThrough, head - meta.appliedThrough, nil)
         }
     }
 }

@@ -311,6 +311,8 @@ final class AppProjectionCache: Sendable {
     private struct State {
         var entries: [Slot: Entry] = [:]
         var metas: [String: (bytes: [UInt8], meta: AppProjectionMeta)] = [:]
+        /// The last `contents(limit:)` of each space, by the record it was read under.
+        var contents: [String: (record: [UInt8], limit: Int, value: Entry)] = [:]
     }
     private let state = Mutex(State())
     static let capacity = 1024
@@ -327,6 +329,20 @@ final class AppProjectionCache: Sendable {
             if state.entries.count >= Self.capacity { state.entries.removeAll(keepingCapacity: true) }
             state.entries[Slot(name: name, key: key)] = Entry(bytes: bytes, value: value)
         }
+    }
+
+    /// The contents last read of `space` with `limit` rows, if its state was the one the
+    /// record `record` describes (every change of a state rewrites its record: equal record
+    /// bytes, equal state — a widget's warm read is then a record read and a comparison).
+    func contents<T>(_ space: String, record: [UInt8], limit: Int) -> T? {
+        state.withLock { state in
+            guard let last = state.contents[space], last.limit == limit, last.record == record else { return nil }
+            return last.value.value as? T
+        }
+    }
+
+    func storeContents<T: Sendable>(_ space: String, record: [UInt8], limit: Int, _ value: T) {
+        state.withLock { $0.contents[space] = (record, limit, Entry(bytes: [], value: value)) }
     }
 
     /// The record stored as `bytes` under `key`, decoded once.
@@ -358,13 +374,19 @@ enum AppProjectionTable {
     /// The record of `space`'s version (a versioned space), else of the legacy space if it holds that version.
     static func meta(_ space: AppProjectionSpace, in store: some ProjectionStore, path: String,
                      cache: AppProjectionCache? = nil) throws -> AppProjectionMeta? {
+        try record(space, in: store, path: path, cache: cache)?.meta
+    }
+
+    /// ``meta(_:in:path:cache:)`` with the record's stored bytes.
+    static func record(_ space: AppProjectionSpace, in store: some ProjectionStore, path: String,
+                       cache: AppProjectionCache? = nil) throws -> (meta: AppProjectionMeta, bytes: [UInt8])? {
         if let bytes = try store.get(.apps, space.record) {
-            return try cache?.meta(space.name, bytes, key: space.record, path: path) ?? AppProjectionMeta.decode(bytes, key: space.record, path: path)
+            return (try cache?.meta(space.name, bytes, key: space.record, path: path) ?? AppProjectionMeta.decode(bytes, key: space.record, path: path), bytes)
         }
         let legacy = [0x00] + Array(space.name.utf8)
         guard space.version != nil, let bytes = try store.get(.apps, legacy) else { return nil }
         let meta = try cache?.meta(space.name, bytes, key: legacy, path: path) ?? AppProjectionMeta.decode(bytes, key: legacy, path: path)
-        return meta.version == space.version ? meta : nil
+        return meta.version == space.version ? (meta, bytes) : nil
     }
 
     static func putMeta(_ meta: AppProjectionMeta, in store: some ProjectionStore) throws {
