@@ -617,8 +617,8 @@ import Glibc
             // (no record), never a half-dropped state (a mismatch ends it with an error).
             let lines = out.stdout.split(separator: "\n").filter { $0.hasPrefix("checked") || $0.hasPrefix("refused ") }
             let firstRefusal = lines.firstIndex { $0.hasPrefix("refused ") } ?? lines.endIndex
-            // (While the drop runs its record says `clearing`: "being built"; once it is gone: "not been built".)
-            #expect(lines[firstRefusal...].allSatisfy { $0.hasPrefix("refused ") && ($0.contains("not been built") || $0.contains("being built")) },
+            // (While the drop runs its record says `clearing`: "being built"; once it is gone: "not stored".)
+            #expect(lines[firstRefusal...].allSatisfy { $0.hasPrefix("refused ") && ($0.contains("not stored") || $0.contains("being built")) },
                     "\(lines[firstRefusal...].prefix(3))")
         }
         let events = try retained(plain)

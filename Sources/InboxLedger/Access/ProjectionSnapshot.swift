@@ -129,8 +129,8 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
                 if let newest, newest > P.version {
                     throw LedgerError.projectionUnavailable(name: P.name, reason: "the ledger holds version \(newest), this process registers version \(P.version) (a newer app built it: update this process)")
                 }
-                throw LedgerError.projectionUnavailable(name: P.name, reason: "version \(P.version) has not been built yet" + (newest.map { " (the ledger holds version \($0))" } ?? "")
-                    + ": a writable handle that registers it starts its build when it opens")
+                throw LedgerError.projectionUnavailable(name: P.name, reason: "version \(P.version) is not stored (not built yet, or dropped)" + (newest.map { " (the ledger holds version \($0))" } ?? "")
+                    + ": a writable handle that registers it creates and builds it when it opens, or in projections.build()")
             }
             var meta = stored
             let head = try tables.head()

@@ -123,7 +123,7 @@ extension LedgerError: LocalizedError {
             "Check the path: a directory on it is missing or is not a directory; nothing was written."
         case .projectionBuilding: "Show a placeholder and read again later (an observation does): a writable handle that registers it builds it in steps, in the background or in ledger.projections.build(); a killed build continues from its last step."
         case .projectionRejected: "Fix the event or the projection's apply function; nothing was written."
-        case .projectionUnavailable: "Register the projection (LedgerOptions.projections) and open the ledger writable once with it, or update the process to the stored version (docs/semantics.md, \"App projections\")."
+        case .projectionUnavailable: "Register the projection (LedgerOptions.projections) and open the ledger writable with it again (or call ledger.projections.build()), or update the process to the stored version (docs/semantics.md, \"App projections\")."
         case .cancelled: "Nothing to do: the task was cancelled, so the call did nothing."
         case .storage, .unexpected: "Retry; if it persists, report it with the message above."
         }

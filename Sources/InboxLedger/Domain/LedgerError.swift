@@ -126,7 +126,7 @@ public enum LedgerError: Error, Hashable, Sendable, CustomStringConvertible {
             "projection '\(name)' refused \(type.map { "the append's \($0) event (it would have been \(sequence.map(String.init) ?? "?"))" } ?? "the append"): \(reason); nothing was written"
         case .projectionUnavailable(let name, let reason): "projection '\(name)' cannot be read: \(reason)"
         case .projectionBuilding(let name, let through):
-            "projection '\(name)' is being built (through \(through)): it can be read once its build is done"
+            "projection '\(name)' is being built (through \(through)): it can be read once its build is done (by a writable handle that registers it: in the background, or in projections.build() when it builds only when asked)"
         case .cancelled: "the task was cancelled before the call started; nothing was done"
         }
     }
