@@ -330,19 +330,22 @@ extension Bench {
         try openTaskLedger(directory(workload, system), projection: system == .ledgerProjection)
     }
 
+    /// Appends events `range` of ``TaskLog`` to `ledger` in batches of 1,000.
+    func appendTaskLog(_ ledger: Ledger, _ range: Range<Int>) throws {
+        var done = range.lowerBound
+        while done < range.upperBound {
+            let n = min(1000, range.upperBound - done)
+            _ = try ledger.append(contentsOf: try (done..<done + n).map(TaskLog.event))
+            done += n
+        }
+    }
+
     /// The log of W9-R and W9-C: `taskLogEvents` task events appended with the projection
     /// registered (batches of 1,000), loaded once per run.
     func loadedTaskLog() throws -> String {
         let path = directory("w9-log", .ledgerProjection)
         let ledger = try openTaskLedger(path, projection: true)
-        if try ledger.read({ try $0.head() }) == 0 {
-            var done = 0
-            while done < sizes.taskLogEvents {
-                let n = min(1000, sizes.taskLogEvents - done)
-                _ = try ledger.append(contentsOf: try (done..<done + n).map(TaskLog.event))
-                done += n
-            }
-        }
+        if try ledger.read({ try $0.head() }) == 0 { try appendTaskLog(ledger, 0..<sizes.taskLogEvents) }
         return path
     }
 
@@ -464,14 +467,7 @@ extension Bench {
     func taskLogToBuild() throws -> String {
         let path = directory("w9-build", .ledgerProjection)
         let plain = try openTaskLedger(path, projection: false)
-        if try plain.read({ try $0.head() }) == 0 {
-            var done = 0
-            while done < sizes.buildEvents {
-                let n = min(1000, sizes.buildEvents - done)
-                _ = try plain.append(contentsOf: try (done..<done + n).map(TaskLog.event))
-                done += n
-            }
-        }
+        if try plain.read({ try $0.head() }) == 0 { try appendTaskLog(plain, 0..<sizes.buildEvents) }
         try plain.projections.drop(named: TaskList.name)
         return path
     }
@@ -515,11 +511,7 @@ extension Bench {
                      guard try app.read({ try $0.head() }) == 0 else { return }
                      _ = try app.append(contentsOf: try (0..<1000).map(TaskLog.event))
                      let plain = try openTaskLedger(path, projection: false)
-                     var done = 1000
-                     while done < 1000 + bench.sizes.behindEvents {
-                         _ = try plain.append(contentsOf: try (done..<done + 1000).map(TaskLog.event))
-                         done += 1000
-                     }
+                     try bench.appendTaskLog(plain, 1000..<1000 + bench.sizes.behindEvents)
                  }
         ) { system, _, bench in
             let widget = try openTaskLedger(bench.directory("w9-behind", system), projection: true, role: "widget", readOnly: true)
