@@ -58,6 +58,15 @@ import TestSupport
         return try Ledger(path: path, options: plain)
     }
 
+    /// Appends `count` distinct tasks (`t<n>`, due on one of 9 days) in batches of 1,000.
+    func addTasks(_ ledger: Ledger, count: Int) throws {
+        for start in stride(from: 0, to: count, by: 1_000) {
+            try ledger.append(contentsOf: (start..<min(count, start + 1_000)).map { i in
+                try NewEvent(TaskAdded(id: "t\(i)", title: "task \(i % 1_000)", day: Int64(i % 9)))
+            })
+        }
+    }
+
     func check(_ ledger: Ledger, against model: TaskModel, _ note: Comment? = nil) throws {
         let state = try ledger.read({ try $0.projection(TaskList.self).contents() })
         #expect(state.rows.map(\.key) == model.ordered.map(\.key), note)
@@ -454,7 +463,7 @@ extension AppProjectionTests {
         })
         let build = AppProjectionBuild(access: app.access)
         let staged = try #require(try build.plan())
-        #expect(AppProjectionBuild.staged(staged), "a catch-up is staged outside the writer lock")
+        #expect(staged.isStaged, "a catch-up is staged outside the writer lock")
         // Meanwhile a registered writer appends: it catches the 800 up and applies its own task.
         let other = try Ledger(path: path, options: options("widget"))
         try other.append(TaskAdded(id: "fresh", title: "fresh", day: 1))
@@ -550,9 +559,7 @@ extension AppProjectionTests {
         let dir = TemporaryDirectory()
         let path = dir.child("l")
         let plain = try plainWriter(path)
-        for block in 0..<20 {
-            try plain.append(contentsOf: (0..<1_000).map { i in try NewEvent(TaskAdded(id: "t\(block)-\(i)", title: "task", day: Int64(i % 9))) })
-        }
+        try addTasks(plain, count: 20_000)
         let app = try Ledger(path: path, options: options("app"))  // its builder starts
         #expect(try app.projections.list().map(\.status) == ["building"])
         try plain.projections.drop(named: TaskList.name)
@@ -582,9 +589,7 @@ extension AppProjectionTests {
         var asked = whenAsked("app")
         asked.durability = .none
         let app = try Ledger(path: path, options: asked)
-        for block in 0..<3 {
-            try app.append(contentsOf: (0..<1_000).map { i in try NewEvent(TaskAdded(id: "t\(block)-\(i)", title: "task \(i)", day: Int64(i % 9))) })
-        }
+        try addTasks(app, count: 3_000)
         let plain = try plainWriter(path)
         // The drop's first transaction, as `drop(named:)` makes it: the record marked, a chunk deleted.
         try plain.write("the first transaction of a drop") { tables in
@@ -610,9 +615,7 @@ extension AppProjectionTests {
         let dir = TemporaryDirectory()
         let path = dir.child("l")
         let app = try Ledger(path: path, options: whenAsked("app"))
-        for block in 0..<3 {
-            try app.append(contentsOf: (0..<1_000).map { i in try NewEvent(TaskAdded(id: "t\(block)-\(i)", title: "task \(i)", day: Int64(i % 9))) })
-        }
+        try addTasks(app, count: 3_000)
         func stopDropHalfWay(leaseUntil: Int64) throws {
             try app.write("a drop's first transaction") { tables in
                 let store = tables.projections

@@ -141,8 +141,7 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
             }
             switch meta.status {
             case .ready: break
-            case .building where meta.successor == nil && (meta.appliedThrough >= head || head - meta.appliedThrough <= UInt64(AppProjectionBounds.catchUp)):
-                break  // the rest of its build is within the bound: answered
+            case .building where meta.buildEndsWithin(bound: AppProjectionBounds.catchUp, of: head): break  // answered, the rest replayed
             case .building, .clearing: throw building()
             case .failed: throw LedgerError.projectionUnavailable(name: P.name, reason: meta.failure ?? "it failed")
             }

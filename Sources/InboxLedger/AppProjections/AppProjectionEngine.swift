@@ -140,9 +140,7 @@ struct AppProjectionsInTransaction {
             caches[projection.name] = registry.cache
             guard let found = try meta(projection) else { continue }
             // A build with at most the bound left is finished here (below); a longer one is the builder's.
-            let finishing = found.status == .building && found.successor == nil
-                && (found.appliedThrough >= head || head - found.appliedThrough <= UInt64(AppProjectionBounds.catchUp))
-            guard found.status == .ready || finishing else {
+            guard found.status == .ready || found.buildEndsWithin(bound: AppProjectionBounds.catchUp, of: head) else {
                 if found.status != .failed { registry.builder.schedule() }  // being built (or its build stopped): continued
                 continue
             }

@@ -87,6 +87,8 @@ struct AppProjectionBuild: LedgerAccessing {
     struct StepPlan {
         fileprivate let staged: StagedAdvance?
         fileprivate let creating: Bool
+        /// Whether it staged changes to write (not the in-transaction fallback).
+        var isStaged: Bool { staged != nil }
     }
 
     /// The work due for `projection` that a step of this kind does.
@@ -135,9 +137,6 @@ struct AppProjectionBuild: LedgerAccessing {
             return .idle
         }
     }
-
-    /// Whether `plan` staged changes to write (not the in-transaction fallback).
-    static func staged(_ plan: StepPlan) -> Bool { plan.staged != nil }
 
     /// A build or catch-up step staged in a read transaction: the state's changes in memory,
     /// and the record before and after them.

@@ -172,6 +172,13 @@ struct AppProjectionMeta: Codable, Hashable, Sendable {
         return meta
     }
 
+    /// Whether this version is being built with at most the catch-up bound left before `head`
+    /// (and no newer version replaces it): a read answers it with the rest replayed, and a
+    /// registering append finishes it (docs/semantics.md, "Versions").
+    func buildEndsWithin(bound: Int, of head: UInt64) -> Bool {
+        status == .building && successor == nil && (appliedThrough >= head || head - appliedThrough <= UInt64(bound))
+    }
+
     /// Records an event already in the log that `apply` refused (`error`), skipped.
     mutating func recordSkipped(_ error: LedgerError) {
         skipped = (skipped ?? 0) + 1
