@@ -391,4 +391,60 @@ import LMDB
             #expect(String(decoding: record, as: UTF8.self) == #"{"appliedThrough":1,"builtFrom":0,"eventTypes":["com.example.task-added","com.example.task-done","com.example.task-removed"],"name":"com.example.tasks","rows":1,"status":"ready","version":1}"#)
         }
     }
+
+    @Test func orderBytesSortAsTheDeclaredComponents() {
+        // docs/format.md, "Order bytes": memcmp order of the bytes is the components compared in
+        // turn — false < true, ints and doubles numerically (-0 is 0), strings by UTF-8 bytes,
+        // `descending` reversed. The model compares the components themselves.
+        enum Value { case bool(Bool), int(Int64), double(Double), string(String) }
+        func model(_ a: [(Value, Bool)], _ b: [(Value, Bool)]) -> Int {
+            for ((x, xDown), (y, _)) in zip(a, b) {
+                var c: Int
+                switch (x, y) {
+                case (.bool(let p), .bool(let q)): c = p == q ? 0 : (p ? 1 : -1)
+                case (.int(let p), .int(let q)): c = p == q ? 0 : (p < q ? -1 : 1)
+                case (.double(let p), .double(let q)): c = p == q ? 0 : (p < q ? -1 : 1)
+                case (.string(let p), .string(let q)):
+                    c = Array(p.utf8) == Array(q.utf8) ? 0 : (Array(p.utf8).lexicographicallyPrecedes(Array(q.utf8)) ? -1 : 1)
+                default: c = 0
+                }
+                if xDown { c = -c }
+                if c != 0 { return c }
+            }
+            return 0
+        }
+        func component(_ value: Value, _ down: Bool) -> ProjectionOrder.Component {
+            let c: ProjectionOrder.Component = switch value {
+            case .bool(let v): .bool(v)
+            case .int(let v): .int(v)
+            case .double(let v): .double(v)
+            case .string(let v): .string(v)
+            }
+            return down ? .descending(c) : c
+        }
+        var rng = SystemRandomNumberGenerator()
+        let strings = ["", "a", "a\u{0}", "a\u{0}b", "ab", "b", "é", "\u{0}", "zz\u{0}\u{0}"]
+        let doubles: [Double] = [-.infinity, -1e300, -2.5, -0.0, 0.0, 1e-300, 2.5, .infinity]
+        let ints: [Int64] = [.min, -1, 0, 1, .max]
+        // One shape of components per round (same kinds, same directions), random values.
+        for _ in 0..<300 {
+            let kinds = (0..<Int.random(in: 1...3, using: &rng)).map { _ in (Int.random(in: 0..<4, using: &rng), Bool.random(using: &rng)) }
+            func draw() -> [(Value, Bool)] {
+                kinds.map { kind, down in
+                    let value: Value = switch kind {
+                    case 0: .bool(Bool.random(using: &rng))
+                    case 1: .int(ints.randomElement(using: &rng) ?? 0)
+                    case 2: .double(doubles.randomElement(using: &rng) ?? 0)
+                    default: .string(strings.randomElement(using: &rng) ?? "")
+                    }
+                    return (value, down)
+                }
+            }
+            let a = draw(), b = draw()
+            let x = ProjectionOrder(a.map { component($0.0, $0.1) }).bytes, y = ProjectionOrder(b.map { component($0.0, $0.1) }).bytes
+            let bytes = x == y ? 0 : (x.lexicographicallyPrecedes(y) ? -1 : 1)
+            #expect(bytes == model(a, b), "\(a) vs \(b): bytes \(x) vs \(y)")
+        }
+        #expect(ProjectionOrder(.descending(.bool(true))).bytes == [0xEF, 0xFE])
+    }
 }

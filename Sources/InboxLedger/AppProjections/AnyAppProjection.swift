@@ -59,8 +59,10 @@ struct AnyAppProjection: Sendable {
                     throw refuse("row '\(key)' encodes to \(json.count) bytes of JSON, more than \(AppProjectionKeys.maxRowBytes)")
                 }
                 let value = AppProjectionRow.encode(order: order, json: json)
-                reader.cache?.store(P.name, key, value, row)  // the next read of these bytes needs no decoding
-                changes.rows.append((key, value))
+                // The next read of these bytes needs no decoding; a large batch's rows would
+                // only push the cache's earlier entries out (it holds 1,024).
+                if keys.count <= AppProjectionCache.rowsKeptPerApply { reader.cache?.store(P.name, key, value, row) }
+                changes.rows.append((key, (value, order)))
             }
             let unstored = try !reader.hasDocument()
             if last != nil, update.document != before || unstored {

@@ -131,8 +131,19 @@ public struct ProjectionOrder: Sendable, Hashable {
     /// An order of `components`, compared in turn.
     public init(_ components: [Component]) {
         var bytes: [UInt8] = []
+        bytes.reserveCapacity(components.reduce(0) { $0 + Self.encodedCount($1) })
         for component in components { Self.encode(component, into: &bytes) }
         self.bytes = bytes
+    }
+
+    /// At most how many bytes `component` encodes to (a string with NUL bytes takes more).
+    private static func encodedCount(_ component: Component) -> Int {
+        switch component {
+        case .bool: 2
+        case .int, .double: 9
+        case .string(let value): value.utf8.count + 3
+        case .descending(let inner): encodedCount(inner)
+        }
     }
 
     /// Prefix-free encodings (so a component's complement sorts in reverse, and the row key
@@ -140,30 +151,32 @@ public struct ProjectionOrder: Sendable, Hashable {
     private static func encode(_ component: Component, into bytes: inout [UInt8]) {
         switch component {
         case .bool(let value):
-            bytes += [0x10, value ? 1 : 0]
+            bytes.append(0x10)
+            bytes.append(value ? 1 : 0)
         case .int(let value):
             bytes.append(0x20)
-            bytes += bigEndian(UInt64(bitPattern: value) ^ (1 << 63))
+            appendBigEndian(UInt64(bitPattern: value) ^ (1 << 63), to: &bytes)
         case .double(let value):
             let bits = (value == 0 ? 0.0 : value).bitPattern  // -0 and 0 are one value
             bytes.append(0x30)
-            bytes += bigEndian(bits & (1 << 63) != 0 ? ~bits : bits | (1 << 63))
+            appendBigEndian(bits & (1 << 63) != 0 ? ~bits : bits | (1 << 63), to: &bytes)
         case .string(let value):
             bytes.append(0x40)
             for byte in value.utf8 {
                 bytes.append(byte)
                 if byte == 0 { bytes.append(0xFF) }
             }
-            bytes += [0x00, 0x01]
+            bytes.append(0x00)
+            bytes.append(0x01)
         case .descending(let inner):
-            var encoded: [UInt8] = []
-            encode(inner, into: &encoded)
-            bytes += encoded.map { ~$0 }
+            let start = bytes.count
+            encode(inner, into: &bytes)
+            for i in start..<bytes.count { bytes[i] = ~bytes[i] }
         }
     }
 
-    private static func bigEndian(_ value: UInt64) -> [UInt8] {
-        (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * UInt64($0))) }
+    private static func appendBigEndian(_ value: UInt64, to bytes: inout [UInt8]) {
+        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
     }
 }
 
@@ -171,10 +184,13 @@ public struct ProjectionOrder: Sendable, Hashable {
 /// Changes are kept in memory until every event of the append applied without throwing, then
 /// written in the append's transaction.
 public struct ProjectionUpdate<P: LedgerProjection> {
+    // Its members are inlinable so an app's `apply` runs them specialized for its own `Row`
+    // (unspecialized, the dictionary of changes cost a quarter of a build's apply: ledger-bench
+    // W9-U profile, docs/benchmarks.md).
     /// The stored state under the changes.
-    let stored: any ProjectionRowSource
+    @usableFromInline let stored: any ProjectionRowSource
     /// Rows changed so far (nil: removed).
-    var changed: [String: P.Row?] = [:]
+    @usableFromInline var changed: [String: P.Row?] = [:]
     /// The document as changed so far.
     public var document: P.Document
     /// Whether the events are being appended now or are in the log already: what a throw
@@ -188,18 +204,21 @@ public struct ProjectionUpdate<P: LedgerProjection> {
     }
 
     /// The row under `key`, with the changes made so far.
+    @inlinable
     public func row(_ key: String) throws -> P.Row? {
         if let change = changed[key] { return change }
         return try stored.row(P.self, key)
     }
 
     /// Stores `row` under `key` (1–256 bytes of UTF-8).
+    @inlinable
     public mutating func set(_ row: P.Row, for key: String) throws {
         try ProjectionRowKey.check(key, projection: P.name)
         changed[key] = .some(row)
     }
 
     /// Removes the row under `key`, if there is one.
+    @inlinable
     public mutating func removeRow(_ key: String) {
         changed[key] = .some(nil)
     }
@@ -236,6 +255,7 @@ public enum ProjectionApplyContext: Sendable, Hashable {
 
 /// Where a ``ProjectionUpdate`` reads the state under its changes (the store's reader of the
 /// projection's table, or an overlay of it).
+@usableFromInline
 protocol ProjectionRowSource {
     /// The stored document of `P`, if one was set.
     func document<P: LedgerProjection>(_: P.Type) throws(LedgerError) -> P.Document?
@@ -244,11 +264,13 @@ protocol ProjectionRowSource {
 }
 
 /// The rule for a row's key: 1–256 bytes of UTF-8 (docs/format.md, "App projections").
+@usableFromInline
 enum ProjectionRowKey {
     /// The longest key, in bytes.
     static let maxBytes = 256
 
     /// Throws unless `key` is 1–``maxBytes`` bytes.
+    @usableFromInline
     static func check(_ key: String, projection: String) throws(LedgerError) {
         let count = key.utf8.count
         guard (1...maxBytes).contains(count) else {

@@ -88,9 +88,20 @@ struct AppProjectionSpace: Hashable, Sendable, CustomStringConvertible {
 
     var document: [UInt8] { prefix + [UInt8(ascii: "D")] }
     var rowPrefix: [UInt8] { prefix + [UInt8(ascii: "R")] }
-    func row(_ key: String) -> [UInt8] { rowPrefix + Array(key.utf8) }
+    func row(_ key: String) -> [UInt8] { self.key(UInt8(ascii: "R"), EmptyCollection(), key) }
     var orderPrefix: [UInt8] { prefix + [UInt8(ascii: "O")] }
-    func order(_ order: [UInt8], _ key: String) -> [UInt8] { orderPrefix + order + Array(key.utf8) }
+    func order(_ order: some Collection<UInt8>, _ key: String) -> [UInt8] { self.key(UInt8(ascii: "O"), order, key) }
+
+    /// `prefix ‖ tag ‖ middle ‖ key`, in one allocation (an append builds several a row).
+    private func key(_ tag: UInt8, _ middle: some Collection<UInt8>, _ key: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(prefix.count + 1 + middle.count + key.utf8.count)
+        bytes += prefix
+        bytes.append(tag)
+        bytes += middle
+        bytes += key.utf8
+        return bytes
+    }
 
 
     /// The space a state entry's key belongs to and the rest of the key after its prefix (its
@@ -202,14 +213,25 @@ struct AppProjectionRow {
     var stored: [UInt8] = []
 
     static func encode(order: [UInt8], json: [UInt8]) -> [UInt8] {
-        [0x01, UInt8(order.count >> 8), UInt8(order.count & 0xFF)] + order + json
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(3 + order.count + json.count)
+        bytes += [0x01, UInt8(order.count >> 8), UInt8(order.count & 0xFF)]
+        bytes += order
+        bytes += json
+        return bytes
     }
 
     static func decode(_ bytes: [UInt8]) -> AppProjectionRow? {
+        guard let order = order(in: bytes) else { return nil }
+        return AppProjectionRow(order: Array(order), json: bytes[order.endIndex...], stored: bytes)
+    }
+
+    /// The order bytes of the stored row `bytes` (nil: malformed), without copying them.
+    static func order(in bytes: [UInt8]) -> ArraySlice<UInt8>? {
         guard bytes.count >= 3, bytes[0] == 0x01 else { return nil }
         let length = Int(bytes[1]) << 8 | Int(bytes[2])
         guard bytes.count >= 3 + length else { return nil }
-        return AppProjectionRow(order: Array(bytes[3..<(3 + length)]), json: bytes[(3 + length)...], stored: bytes)
+        return bytes[3..<(3 + length)]
     }
 }
 
@@ -294,7 +316,8 @@ struct AppProjectionReader {
 
 /// What applying events to one projection changes, encoded and ready to write.
 struct AppProjectionChanges {
-    var rows: [(key: String, value: [UInt8]?)] = []
+    /// Each changed row by key: its stored value and its order bytes; nil: removed.
+    var rows: [(key: String, row: (value: [UInt8], order: [UInt8])?)] = []
     var document: [UInt8]?
 
     var isEmpty: Bool { rows.isEmpty && document == nil }
@@ -323,6 +346,9 @@ final class AppProjectionCache: Sendable {
     }
     private let state = Mutex(State())
     static let capacity = 1024
+    /// An apply that changes more rows than this keeps none of them (a batch's rows would push
+    /// the rows a widget reads out of the cache).
+    static let rowsKeptPerApply = 64
 
     func value<T>(_ name: String, _ key: String, _ bytes: [UInt8]) -> T? {
         state.withLock { state in
@@ -422,25 +448,25 @@ enum AppProjectionTable {
 
     /// Writes `changes`: each row and its order-index entry (the old entry removed), the document.
     static func write(_ changes: AppProjectionChanges, space: AppProjectionSpace, into store: some ProjectionStore, rows: inout Int) throws {
-        for (key, value) in changes.rows {
+        for (key, row) in changes.rows {
             let rowKey = space.row(key)
             if let old = try store.get(.apps, rowKey) {
-                if let decoded = AppProjectionRow.decode(old) {
-                    if let value, let new = AppProjectionRow.decode(value), new.order == decoded.order {
-                        try store.put(.apps, rowKey, value)  // same order: its index entry stays
+                if let oldOrder = AppProjectionRow.order(in: old) {
+                    if let row, oldOrder.elementsEqual(row.order) {
+                        try store.put(.apps, rowKey, row.value)  // same order: its index entry stays
                         continue
                     }
-                    try store.delete(.apps, space.order(decoded.order, key))
+                    try store.delete(.apps, space.order(oldOrder, key))
                 }
-                if value == nil {
+                if row == nil {
                     try store.delete(.apps, rowKey)
                     rows -= 1
                 }
-            } else if value != nil {
+            } else if row != nil {
                 rows += 1
             }
-            guard let value, let row = AppProjectionRow.decode(value) else { continue }
-            try store.put(.apps, rowKey, value)
+            guard let row else { continue }
+            try store.put(.apps, rowKey, row.value)
             try store.put(.apps, space.order(row.order, key), Array(key.utf8))
         }
         if let document = changes.document { try store.put(.apps, space.document, document) }
