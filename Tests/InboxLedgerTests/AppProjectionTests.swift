@@ -616,19 +616,8 @@ extension AppProjectionTests {
         let path = dir.child("l")
         let app = try Ledger(path: path, options: whenAsked("app"))
         try addTasks(app, count: 3_000)
-        func stopDropHalfWay(leaseUntil: Int64) throws {
-            try app.write("a drop's first transaction") { tables in
-                let store = tables.projections
-                var meta = try #require(try AppProjectionTable.versions(of: TaskList.name, in: store, path: path).first)
-                meta.status = .clearing
-                meta.rows = 0
-                meta.droppingUntil = leaseUntil
-                try AppProjectionTable.putMeta(meta, in: store)
-                _ = try AppProjectionTable.clear(AppProjectionSpace(meta), in: store, limit: ProjectionBuildPacing.dropChunk)
-            }
-        }
         let now = app.access.options.clock.now().micros
-        try stopDropHalfWay(leaseUntil: now + 60_000_000)
+        try stopDropHalfWay(app, leaseUntil: now + 30_000_000)
         #expect(try AppProjectionBuild(access: app.access).step() == .idle, "a step touched a version under a drop's lease")
         #expect(try app.projections.list().map(\.status) == ["clearing"])
         // The lease passed (the dropper is gone): the build clears and rebuilds it.
@@ -645,6 +634,39 @@ extension AppProjectionTests {
         try model.fold(try app.read { try $0.events(after: 0, limit: 10_000) })
         #expect(model.mismatch(try app.read({ try $0.projection(TaskList.self).contents() })) == nil)
         #expect(try app.maintenance.verify().isHealthy)
+    }
+
+    /// A drop stopped half-way whose lease was written by a clock an hour ahead (set wrong, or
+    /// jumped back since) does not hold the version `clearing` for that hour: the next build
+    /// clears and rebuilds it.
+    @Test func aDropLeaseFromAClockThatJumpedIsNotHonoured() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("l")
+        let app = try Ledger(path: path, options: whenAsked("app"))
+        try addTasks(app, count: 1_500)
+        try stopDropHalfWay(app, leaseUntil: app.access.options.clock.now().micros + 3_600_000_000)
+        #expect(try AppProjectionBuild(access: app.access).step() != .idle, "a lease an hour ahead kept the build off the version")
+        try app.projections.build()
+        let record = try #require(try app.projections.list().first)
+        #expect(record.status == "ready" && record.rows == 1_500)
+        var model = TaskListModel(.v1)
+        try model.fold(try app.read { try $0.events(after: 0, limit: 10_000) })
+        #expect(model.mismatch(try app.read({ try $0.projection(TaskList.self).contents() })) == nil)
+    }
+
+    /// The first transaction of a drop of `app`'s task list, and no more: the version marked
+    /// `clearing` under a lease until `leaseUntil`, a chunk of its state deleted.
+    private func stopDropHalfWay(_ app: Ledger, leaseUntil: Int64) throws {
+        let path = app.path
+        try app.write("a drop's first transaction") { tables in
+            let store = tables.projections
+            var meta = try #require(try AppProjectionTable.versions(of: TaskList.name, in: store, path: path).first)
+            meta.status = .clearing
+            meta.rows = 0
+            meta.droppingUntil = leaseUntil
+            try AppProjectionTable.putMeta(meta, in: store)
+            _ = try AppProjectionTable.clear(AppProjectionSpace(meta), in: store, limit: ProjectionBuildPacing.dropChunk)
+        }
     }
 
     /// A handle keeps the last `contents(limit:)` it read of a state by that state's record:

@@ -33,7 +33,7 @@ struct AppProjectionBuild: LedgerAccessing {
         }
         let replaced = versions.contains { $0.version > projection.version }
         switch own.status {
-        case .clearing where (own.droppingUntil ?? .min) > access.options.clock.now().micros: return nil  // a drop in progress: left to it
+        case .clearing where own.dropLeaseHolds(at: access.options.clock.now().micros): return nil  // a drop in progress: left to it
         case .clearing, .building: return replaced ? nil : .advance  // a replaced version is never built again
         case .failed: return nil
         case .ready: break

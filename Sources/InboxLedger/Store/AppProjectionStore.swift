@@ -172,6 +172,16 @@ struct AppProjectionMeta: Codable, Hashable, Sendable {
     /// How long a drop's transaction keeps build steps off the version (5 s; the drop's
     /// transactions are milliseconds apart).
     static let dropLeaseMicros: Int64 = 5_000_000
+    /// A lease ending further ahead than this was written by a clock that has since jumped back
+    /// (or by a process whose clock was wrong): it is not honoured, so such a drop stopped
+    /// half-way holds the version `clearing` for at most a minute, not until the clock catches up.
+    static let dropLeaseHorizonMicros: Int64 = 60_000_000
+
+    /// Whether a drop's lease keeps build steps off this version at `now` (ledger clock, µs).
+    func dropLeaseHolds(at now: Int64) -> Bool {
+        guard let until = droppingUntil else { return false }
+        return until > now && until - now <= Self.dropLeaseHorizonMicros
+    }
 
     /// The record stored under `key`: one under a name alone is in the legacy space.
     static func decode(_ bytes: [UInt8], key: [UInt8]? = nil, path: String) throws(LedgerError) -> AppProjectionMeta {
