@@ -88,7 +88,7 @@ public struct ReaderSlot: Sendable, Hashable {
 /// let value = try env.read { txn in try txn.get(items, key: [1]) }
 /// ```
 public final class Environment: Sendable {
-    let shared: SharedEnvironment
+    @usableFromInline let shared: SharedEnvironment
     /// Whether this handle may write.
     public let isReadOnly: Bool
 
@@ -143,8 +143,12 @@ public final class Environment: Sendable {
     /// Runs `body` in a read-only transaction and ends it before returning.
     ///
     /// Adopts a map grown by another process (`MDB_MAP_RESIZED`) and retries.
+    @inlinable
     public func read<T>(_ body: (Transaction) throws -> T) throws -> T {
-        try shared.read(body)
+        var result: T?
+        try shared.read { txn in result = try body(txn) }
+        guard let result else { throw LMDBError.badTransaction }  // the body ran, or its error was thrown
+        return result
     }
 
     /// Runs `body` in a write transaction on the calling thread and commits it, or aborts it if
@@ -158,10 +162,20 @@ public final class Environment: Sendable {
     /// Waits at most `timeoutMilliseconds` (default: the configuration's) for another process's
     /// write transaction, then throws ``LMDBError/writeLockTimeout``.
     @available(*, noasync, message: "a write transaction must begin and end on one thread")
+    @inlinable
     public func write<T>(timeoutMilliseconds: Int? = nil, durability: Durability? = nil, _ body: (Transaction) throws -> T) throws -> T {
+        var result: T?
+        try write(timeoutMilliseconds: timeoutMilliseconds, durability: durability) { txn in result = try body(txn) }
+        guard let result else { throw LMDBError.badTransaction }  // the body ran, or its error was thrown
+        return result
+    }
+
+    /// ``write(timeoutMilliseconds:durability:_:)`` without a result: what it runs.
+    @usableFromInline
+    func write(timeoutMilliseconds: Int?, durability: Durability?, _ body: (Transaction) throws -> Void) throws {
         if isReadOnly { throw LMDBError.permissionDenied }
-        return try shared.write(timeoutMilliseconds: timeoutMilliseconds ?? shared.configuration.writeTimeoutMilliseconds,
-                                durability: durability, body)
+        try shared.write(timeoutMilliseconds: timeoutMilliseconds ?? shared.configuration.writeTimeoutMilliseconds,
+                         durability: durability, body)
     }
 
     /// Throws ``LMDBError/filesNotShared`` (``FileSharing/refusal(directory:)`` says why) unless

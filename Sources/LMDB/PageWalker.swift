@@ -249,8 +249,11 @@ extension Environment {
 extension SharedEnvironment {
     /// Runs `body` with the ID of a fresh read transaction, held open for the call.
     func withReadTransactionID<T>(_ body: (UInt64) throws(LMDBError) -> T) throws(LMDBError) -> T {
-        do { return try transaction(.read) { txn in try body(UInt64(txn.id)) } } catch {
+        var result: T?
+        do { try transaction(.read) { txn in result = try body(UInt64(txn.id)) } } catch {
             throw (error as? LMDBError) ?? .badTransaction
         }
+        guard let result else { throw .badTransaction }
+        return result
     }
 }

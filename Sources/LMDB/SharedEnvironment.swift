@@ -32,6 +32,7 @@ struct OpenHandle: @unchecked Sendable {
 /// the resize gate), the reader pool (``ReaderPool``), the writer lock (``WriterLock``) — and
 /// one transaction-begin primitive over them, ``transaction(_:_:)`` (Transactions.swift), which
 /// writes the lock order down once.
+@usableFromInline
 final class SharedEnvironment: Sendable {
     /// The C environment: opened, closed and used only through it.
     let lifetime = HandleLifetime()

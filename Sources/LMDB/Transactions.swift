@@ -64,7 +64,11 @@ extension SharedEnvironment {
     /// ``LMDBError/readersFull``. `MDB_MAP_RESIZED` at the beginning: another process grew the
     /// map, adopt its size and begin again; `MDB_MAP_FULL` in a write: grow the map and run the
     /// write again (rule 8).
-    func transaction<T>(_ kind: TransactionKind, _ body: (Transaction) throws -> T) throws -> T {
+    ///
+    /// Not generic (the body's result is the caller's to keep): a generic chain here ran
+    /// unspecialized in every caller, asking the runtime for `Attempt<T>`'s and `Result<T>`'s
+    /// metadata at every transaction — a tenth of a warm projection read (docs/benchmarks.md).
+    func transaction(_ kind: TransactionKind, _ body: (Transaction) throws -> Void) throws {
         if case .write = kind, let writer = writingThread.withLock({ $0 }), pthread_equal(writer, pthread_self()) != 0 {
             // A programming error, like GRDB's re-entrant write: fail loudly instead of hanging.
             preconditionFailure("a write transaction was begun inside another one on the same thread: it would wait forever for LMDB's writer lock, which this thread holds")
@@ -73,11 +77,11 @@ extension SharedEnvironment {
         var attempts = 0
         while true {
             attempts += 1
-            let attempt: Attempt<T> = try withHandle(untyped: { opened in
+            let attempt: Attempt<Void> = try withHandle(untyped: { opened in
                 try begin(kind, on: opened, slotless: slotless, retrying: attempts < 100, body)
             })
             switch attempt {
-            case .done(let value): return value
+            case .done: return
             case .adoptMap: try adoptMapSize()
             case .growMap(let seen): try growMap(from: seen)
             case .readersFull: continue
@@ -113,8 +117,8 @@ extension SharedEnvironment {
     }
 
     /// One attempt at a transaction of `kind` on the open handles.
-    private func begin<T>(_ kind: TransactionKind, on opened: OpenHandle, slotless: Bool, retrying: Bool,
-                          _ body: (Transaction) throws -> T) throws -> Attempt<T> {
+    private func begin(_ kind: TransactionKind, on opened: OpenHandle, slotless: Bool, retrying: Bool,
+                       _ body: (Transaction) throws -> Void) throws -> Attempt<Void> {
         if case .write(let timeout, let durability) = kind {
             try takeWriterLock(opened, timeoutMilliseconds: timeout)
             defer { writerLock.release(opened.lockFile) }
@@ -138,9 +142,11 @@ extension SharedEnvironment {
                 txn.isLive = false
                 readerPool.giveBack(pointer)
             }
-            return .done(try body(txn))
+            try body(txn)
+            return .done(())
         }
-        return .done(try Self.run(txn, committing: true, body))
+        try Self.run(txn, committing: true, body)
+        return .done(())
     }
 
     /// `mdb_txn_begin` of a new top-level transaction: the only call of it.
@@ -152,10 +158,9 @@ extension SharedEnvironment {
 
     /// Runs `body` in `txn` and ends it: committed (a failed commit is not aborted again: rule 8)
     /// or aborted, and aborted when `body` throws.
-    private static func run<T>(_ txn: Transaction, committing: Bool, _ body: (Transaction) throws -> T) throws -> T {
-        let value: T
+    private static func run(_ txn: Transaction, committing: Bool, _ body: (Transaction) throws -> Void) throws {
         do {
-            value = try body(txn)
+            try body(txn)
         } catch {
             txn.isLive = false
             mdb_txn_abort(txn.pointer)
@@ -163,15 +168,14 @@ extension SharedEnvironment {
         }
         txn.isLive = false
         if committing { try check(mdb_txn_commit(txn.pointer)) } else { mdb_txn_abort(txn.pointer) }
-        return value
     }
 
     /// A read while live processes hold every reader slot: a write transaction (it needs no
     /// slot), taken like a write — this layer's writer lock, up to the write timeout — and
     /// aborted (committed for an opening, which writes nothing); `body` gets a read-only
     /// ``Transaction``.
-    private func readWithoutSlot<T>(_ kind: TransactionKind, on opened: OpenHandle, retrying: Bool,
-                                    _ body: (Transaction) throws -> T) throws -> Attempt<T> {
+    private func readWithoutSlot(_ kind: TransactionKind, on opened: OpenHandle, retrying: Bool,
+                                 _ body: (Transaction) throws -> Void) throws -> Attempt<Void> {
         let me = pthread_self()
         if let writer = writingThread.withLock({ $0 }), pthread_equal(writer, me) != 0 {
             // A read inside this thread's own write would wait for itself: no slot, no way round.
@@ -185,12 +189,13 @@ extension SharedEnvironment {
         guard let pointer else { throw LMDBError.badTransaction }
         writingThread.withLock { $0 = me }
         defer { writingThread.withLock { $0 = nil } }
-        return .done(try Self.run(Transaction(pointer: pointer, isReadOnly: true), committing: kind == .opening, body))
+        try Self.run(Transaction(pointer: pointer, isReadOnly: true), committing: kind == .opening, body)
+        return .done(())
     }
 
     /// One write transaction, under the writer lock: committed, or aborted (never after a
     /// failed commit: rule 8), its durability settled.
-    private func writeOnce<T>(_ opened: OpenHandle, retrying: Bool, durability: Durability?, _ body: (Transaction) throws -> T) throws -> Attempt<T> {
+    private func writeOnce(_ opened: OpenHandle, retrying: Bool, durability: Durability?, _ body: (Transaction) throws -> Void) throws -> Attempt<Void> {
         let mapSeen = Self.mapSize(opened.env)
         let (code, pointer) = Self.beginC(opened, write: true)
         if code == MDB_MAP_RESIZED, retrying { return .adoptMap }
@@ -214,9 +219,8 @@ extension SharedEnvironment {
         writingThread.withLock { $0 = pthread_self() }
         defer { writingThread.withLock { $0 = nil } }
         let txn = Transaction(pointer: txnPointer, isReadOnly: false)
-        let value: T
         do {
-            value = try body(txn)
+            try body(txn)
         } catch {
             txn.isLive = false
             mdb_txn_abort(txnPointer)
@@ -234,7 +238,7 @@ extension SharedEnvironment {
         if commit == MDB_MAP_FULL { return .growMap(seen: mapSeen) }
         try check(commit)
         try settleDurability(opened, transaction: id, changed: txn.changed, mode: mode)
-        return .done(value)
+        return .done(())
     }
 
     /// After the commit of write transaction `id` in `mode`: whatever its answer names is on disk
@@ -277,9 +281,14 @@ extension SharedEnvironment {
 
     // MARK: The transactions of the environment
 
-    func read<T>(_ body: (Transaction) throws -> T) throws -> T { try transaction(.read, body) }
+    // Not generic, and called from ``Environment``'s inlinable `read` and `write`, which keep
+    // the body's result: those are specialized for it in the caller's module.
 
-    func write<T>(timeoutMilliseconds: Int, durability: Durability? = nil, _ body: (Transaction) throws -> T) throws -> T {
+    @usableFromInline
+    func read(_ body: (Transaction) throws -> Void) throws { try transaction(.read, body) }
+
+    @usableFromInline
+    func write(timeoutMilliseconds: Int, durability: Durability? = nil, _ body: (Transaction) throws -> Void) throws {
         try transaction(.write(timeoutMilliseconds: timeoutMilliseconds, durability: durability), body)
     }
 }

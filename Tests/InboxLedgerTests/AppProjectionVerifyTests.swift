@@ -392,6 +392,18 @@ import LMDB
         }
     }
 
+    @Test func byteComparisonsAgreeWithTheElementwiseOnes() {
+        // The caches' and the overlay's comparisons (one memcmp) against Swift's own, byte by byte.
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<5_000 {
+            let a = (0..<Int.random(in: 0...6, using: &rng)).map { _ in UInt8.random(in: 0...3, using: &rng) * 85 }
+            let b = (0..<Int.random(in: 0...6, using: &rng)).map { _ in UInt8.random(in: 0...3, using: &rng) * 85 }
+            #expect(a.sameBytes(as: b) == (a == b), "\(a) \(b)")
+            #expect(a.bytesPrecede(b) == a.lexicographicallyPrecedes(b), "\(a) \(b)")
+            #expect((StateKey(bytes: a) < StateKey(bytes: b)) == a.lexicographicallyPrecedes(b))
+        }
+    }
+
     @Test func orderBytesSortAsTheDeclaredComponents() {
         // docs/format.md, "Order bytes": memcmp order of the bytes is the components compared in
         // turn — false < true, ints and doubles numerically (-0 is 0), strings by UTF-8 bytes,

@@ -305,7 +305,7 @@ final class Projector<Store: ProjectionStore> {
             extras: m.extras ?? [:], changedAt: old?.changedAt ?? event.sequence)
         // The encoding is canonical: the same bytes are the same row, and nothing changes.
         var bytes = record.encode()
-        if bytes == stored?.bytes { return false }
+        if let stored, bytes.sameBytes(as: stored.bytes) { return false }
         record.changedAt = event.sequence
         MessageRecord.setChangedAt(event.sequence, in: &bytes)
         try write(m.id, record.header, bytes, replacing: old)

@@ -362,7 +362,7 @@ final class AppProjectionCache: Sendable {
 
     func value<T>(_ name: String, _ key: String, _ bytes: [UInt8]) -> T? {
         state.withLock { state in
-            guard let entry = state.entries[Slot(name: name, key: key)], entry.bytes == bytes else { return nil }
+            guard let entry = state.entries[Slot(name: name, key: key)], entry.bytes.sameBytes(as: bytes) else { return nil }
             return entry.value as? T
         }
     }
@@ -379,7 +379,7 @@ final class AppProjectionCache: Sendable {
     /// bytes, equal state — a widget's warm read is then a record read and a comparison).
     func contents<T>(_ space: String, record: [UInt8], limit: Int) -> T? {
         state.withLock { state in
-            guard let last = state.contents[space], last.limit == limit, last.record == record else { return nil }
+            guard let last = state.contents[space], last.limit == limit, last.record.sameBytes(as: record) else { return nil }
             return last.value.value as? T
         }
     }
@@ -390,7 +390,7 @@ final class AppProjectionCache: Sendable {
 
     /// The record stored as `bytes` under `key`, decoded once.
     func meta(_ name: String, _ bytes: [UInt8], key: [UInt8], path: String) throws(LedgerError) -> AppProjectionMeta {
-        let cached = state.withLock { state in state.metas[name].flatMap { $0.bytes == bytes ? $0.meta : nil } }
+        let cached = state.withLock { state in state.metas[name].flatMap { $0.bytes.sameBytes(as: bytes) ? $0.meta : nil } }
         if let cached { return cached }
         let meta = try AppProjectionMeta.decode(bytes, key: key, path: path)
         remember(name, bytes, meta)
@@ -516,16 +516,9 @@ struct StateKey: Hashable, Comparable {
         bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
     }
 
-    static func == (a: StateKey, b: StateKey) -> Bool { a.bytes == b.bytes }
+    static func == (a: StateKey, b: StateKey) -> Bool { a.bytes.sameBytes(as: b.bytes) }
 
-    static func < (a: StateKey, b: StateKey) -> Bool {
-        a.bytes.withUnsafeBufferPointer { x in
-            b.bytes.withUnsafeBufferPointer { y in
-                for i in 0..<min(x.count, y.count) where x[i] != y[i] { return x[i] < y[i] }
-                return x.count < y.count
-            }
-        }
-    }
+    static func < (a: StateKey, b: StateKey) -> Bool { a.bytes.bytesPrecede(b.bytes) }
 }
 
 /// An in-memory layer of changes over a store: a read that finds events not applied yet
