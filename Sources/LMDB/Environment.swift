@@ -171,6 +171,7 @@ public final class Environment: Sendable {
     }
 
     /// ``write(timeoutMilliseconds:durability:_:)`` without a result: what it runs.
+    @available(*, noasync, message: "a write transaction must begin and end on one thread")
     @usableFromInline
     func write(timeoutMilliseconds: Int?, durability: Durability?, _ body: (Transaction) throws -> Void) throws {
         if isReadOnly { throw LMDBError.permissionDenied }

@@ -597,7 +597,7 @@ extension AppProjectionTests {
             var meta = try #require(try AppProjectionTable.versions(of: TaskList.name, in: store, path: path).first)
             meta.status = .clearing
             meta.rows = 0
-            meta.droppingUntil = Int64.max  // as a drop in progress
+            meta.droppingUntil = app.access.options.clock.now().micros + AppProjectionMeta.dropLeaseMicros  // as a drop in progress
             try AppProjectionTable.putMeta(meta, in: store)
             #expect(try AppProjectionTable.clear(AppProjectionSpace(meta), in: store, limit: ProjectionBuildPacing.dropChunk) == ProjectionBuildPacing.dropChunk)
         }

@@ -457,6 +457,15 @@ import LMDB
             let bytes = x == y ? 0 : (x.lexicographicallyPrecedes(y) ? -1 : 1)
             #expect(bytes == model(a, b), "\(a) vs \(b): bytes \(x) vs \(y)")
         }
+        // Each kind's bytes as docs/format.md writes them: stores keep them, so they never change.
         #expect(ProjectionOrder(.descending(.bool(true))).bytes == [0xEF, 0xFE])
+        #expect(ProjectionOrder(.bool(false), .bool(true)).bytes == [0x10, 0x00, 0x10, 0x01])
+        #expect(ProjectionOrder(.int(-2)).bytes == [0x20, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFE])
+        #expect(ProjectionOrder(.int(1)).bytes == [0x20, 0x80, 0, 0, 0, 0, 0, 0, 0x01])
+        #expect(ProjectionOrder(.double(1.5)).bytes == [0x30, 0xBF, 0xF8, 0, 0, 0, 0, 0, 0])
+        #expect(ProjectionOrder(.double(-1.5)).bytes == [0x30, 0x40, 0x07, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF])
+        #expect(ProjectionOrder(.double(-0.0)).bytes == ProjectionOrder(.double(0)).bytes)
+        #expect(ProjectionOrder(.string("a\u{0}é")).bytes == [0x40, 0x61, 0x00, 0xFF, 0xC3, 0xA9, 0x00, 0x01])
+        #expect(ProjectionOrder(.descending(.int(1))).bytes == [0xDF, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFE])
     }
 }

@@ -152,6 +152,29 @@ func be(_ i: Int) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: UInt64(i)
         #expect(try env.statistics(db).entries == 2048)
     }
 
+    /// A write's body runs again after the map grows; the value returned is its last run's, and
+    /// an optional result (nil included) comes back as the body returned it.
+    @Test func aTransactionReturnsItsBodysValueAfterARetry() throws {
+        let dir = TemporaryDirectory()
+        let env = try Environment.open(directory: dir.path, configuration: config(initialMap: 64 << 10))
+        let db = try env.database("data")
+        var runs = 0
+        for chunk in 0..<20 {
+            let returned: Int = try env.write { txn in
+                runs += 1
+                for i in 0..<8 { try txn.put(db, key: be(chunk * 8 + i), value: [UInt8](repeating: 7, count: 2048)) }
+                return runs
+            }
+            #expect(returned == runs, "a write returned the value of an earlier run of its body")
+        }
+        #expect(runs > 20, "the map never filled: no retry was tried")
+        let none: Int? = try env.write { _ in nil }
+        #expect(none == nil)
+        let nested: Int?? = try env.read { txn in try env.read { _ in Int??.some(nil) } }
+        #expect(nested == .some(nil))
+        #expect(try env.read { txn in try txn.get(db, key: be(0)) } == [UInt8](repeating: 7, count: 2048))
+    }
+
     @Test func mapFullAtTheLimitIsAnErrorAndLosesNothing() throws {
         let dir = TemporaryDirectory()
         let env = try Environment.open(directory: dir.path, configuration: config(initialMap: 256 << 10, maxMap: 512 << 10))

@@ -136,7 +136,7 @@ public struct ProjectionOrder: Sendable, Hashable {
         self.bytes = bytes
     }
 
-    /// At most how many bytes `component` encodes to (a string with NUL bytes takes more).
+    /// How many bytes `component` encodes to, a string's NUL bytes not counted (each takes one more).
     private static func encodedCount(_ component: Component) -> Int {
         switch component {
         case .bool: 2

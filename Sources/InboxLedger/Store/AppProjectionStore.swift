@@ -179,8 +179,9 @@ struct AppProjectionMeta: Codable, Hashable, Sendable {
 
     /// Whether a drop's lease keeps build steps off this version at `now` (ledger clock, µs).
     func dropLeaseHolds(at now: Int64) -> Bool {
-        guard let until = droppingUntil else { return false }
-        return until > now && until - now <= Self.dropLeaseHorizonMicros
+        guard let until = droppingUntil, until > now else { return false }
+        let (ahead, overflow) = until.subtractingReportingOverflow(now)
+        return !overflow && ahead <= Self.dropLeaseHorizonMicros
     }
 
     /// The record stored under `key`: one under a name alone is in the legacy space.
