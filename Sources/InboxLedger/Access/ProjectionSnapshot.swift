@@ -72,13 +72,13 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
         var rows: [ProjectionRow<P>] = []
         guard limit > 0 else { return rows }
         var failure: LedgerError?
-        try reader.forEachRow(from: start?.bytes ?? []) { key, row in
+        try reader.forEachRow(from: start?.bytes ?? []) { key, at, row in
             do throws(LedgerError) {
-                if let cached: P.Row = reader.cache?.value(P.name, key, row.stored) {
+                if let cached: P.Row = reader.cache?.value(at: at, row.stored) {
                     rows.append(ProjectionRow(key: key, row: cached))
                 } else {
                     let decoded = try AppProjectionJSON.decode(P.Row.self, row.json, projection: P.name, what: "row '\(key)'")
-                    reader.cache?.store(P.name, key, row.stored, decoded)
+                    reader.cache?.store(at: at, row.stored, decoded)
                     rows.append(ProjectionRow(key: key, row: decoded))
                 }
             } catch {

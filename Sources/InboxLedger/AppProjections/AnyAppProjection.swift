@@ -61,7 +61,7 @@ struct AnyAppProjection: Sendable {
                 let value = AppProjectionRow.encode(order: order, json: json)
                 // The next read of these bytes needs no decoding; a large batch's rows would
                 // only push the cache's earlier entries out (it holds 1,024).
-                if keys.count <= AppProjectionCache.rowsKeptPerApply { reader.cache?.store(P.name, key, value, row) }
+                if keys.count <= AppProjectionCache.rowsKeptPerApply { reader.cache?.store(at: reader.space.row(key), value, row) }
                 changes.rows.append((key, (value, order)))
             }
             let unstored = try !reader.hasDocument()
@@ -70,7 +70,7 @@ struct AnyAppProjection: Sendable {
                 guard document.count <= AppProjectionKeys.maxDocumentBytes else {
                     throw refuse("the document encodes to \(document.count) bytes of JSON, more than \(AppProjectionKeys.maxDocumentBytes)")
                 }
-                reader.cache?.store(P.name, "", document, update.document)
+                reader.cache?.store(at: reader.space.document, document, update.document)
                 changes.document = document
             }
             return changes

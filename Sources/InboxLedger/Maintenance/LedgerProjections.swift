@@ -34,7 +34,7 @@ public struct LedgerProjections: Sendable, LedgerAccessing {
             let space = AppProjectionSpace(meta)
             let reader = AppProjectionReader(store: tables.projections, space: space, path: path)
             var rows: [(key: String, json: [UInt8])] = []
-            try reader.forEachRow { key, row in
+            try reader.forEachRow { key, _, row in
                 guard rows.count < limit else { return false }
                 rows.append((key, Array(row.json)))
                 return true

@@ -279,37 +279,40 @@ struct AppProjectionReader {
     func hasDocument() throws(LedgerError) -> Bool { try get(space.document) != nil }
 
     func document<P: LedgerProjection>(_: P.Type) throws(LedgerError) -> P.Document? {
-        guard let bytes = try get(space.document) else { return nil }
-        if let cached: P.Document = cache?.value(name, "", bytes) { return cached }
+        let at = space.document
+        guard let bytes = try get(at) else { return nil }
+        if let cached: P.Document = cache?.value(at: at, bytes) { return cached }
         let document = try AppProjectionJSON.decode(P.Document.self, bytes[...], projection: name, what: "the document")
-        cache?.store(name, "", bytes, document)
+        cache?.store(at: at, bytes, document)
         return document
     }
 
-
     func row<P: LedgerProjection>(_: P.Type, _ key: String) throws(LedgerError) -> P.Row? {
-        guard let bytes = try get(space.row(key)) else { return nil }
-        if let cached: P.Row = cache?.value(name, key, bytes) { return cached }
+        let at = space.row(key)
+        guard let bytes = try get(at) else { return nil }
+        if let cached: P.Row = cache?.value(at: at, bytes) { return cached }
         guard let row = AppProjectionRow.decode(bytes) else {
             throw .corruptStore(path: path, reason: "app projection '\(name)': row '\(key)' is malformed")
         }
         let decoded = try AppProjectionJSON.decode(P.Row.self, row.json, projection: name, what: "row '\(key)'")
-        cache?.store(name, key, bytes, decoded)
+        cache?.store(at: at, bytes, decoded)
         return decoded
     }
 
     /// Visits rows in the projection's order (every row has an index entry: its order bytes,
-    /// empty when it declares none, then its key) while `body` returns true.
-    func forEachRow(from start: [UInt8] = [], _ body: (_ key: String, _ row: AppProjectionRow) throws -> Bool) throws(LedgerError) {
+    /// empty when it declares none, then its key) while `body` returns true; `at` is the row's
+    /// key in the table (what the cache keeps it by).
+    func forEachRow(from start: [UInt8] = [], _ body: (_ key: String, _ at: [UInt8], _ row: AppProjectionRow) throws -> Bool) throws(LedgerError) {
         do {
             let prefix = space.orderPrefix
             try store.scan(.apps, from: prefix + start) { key, value in
                 guard key.starts(with: prefix) else { return false }
                 let rowKey = String(decoding: value, as: UTF8.self)
-                guard let bytes = try store.get(.apps, space.row(rowKey)), let row = AppProjectionRow.decode(bytes) else {
+                let at = space.row(rowKey)
+                guard let bytes = try store.get(.apps, at), let row = AppProjectionRow.decode(bytes) else {
                     throw LedgerError.corruptStore(path: path, reason: "app projection '\(name)': the order index names row '\(rowKey)', which is missing or malformed")
                 }
-                return try body(rowKey, row)
+                return try body(rowKey, at, row)
             }
         } catch let error as LedgerError {
             throw error
@@ -338,19 +341,23 @@ struct AppProjectionChanges {
 /// finds the same bytes returns the decoded value without decoding again (a widget's warm
 /// read). Bounded; cleared when full.
 final class AppProjectionCache: Sendable {
-    private struct Entry: @unchecked Sendable {
-        // @unchecked: `value` holds a projection's Row, Document or record, all Sendable; the
-        // existential only hides which.
-        var bytes: [UInt8]
-        var value: Any
-    }
-    /// Where an entry is: its projection and row key ("" for the document); the records apart.
-    private struct Slot: Hashable {
-        var name: String
-        var key: String
+    /// A decoded value and the bytes it was decoded from (a class: a hit takes one reference
+    /// out of the lock, and compares and casts outside it).
+    private final class Entry: @unchecked Sendable {
+        // @unchecked: immutable; `value` holds a projection's Row, Document or contents, all
+        // Sendable; the existential only hides which.
+        let bytes: [UInt8]
+        let value: Any
+        init(bytes: [UInt8], value: Any) {
+            self.bytes = bytes
+            self.value = value
+        }
     }
     private struct State {
-        var entries: [Slot: Entry] = [:]
+        /// By the row's or document's key in the table (its space's prefix, so each version
+        /// apart): hashed and compared as one byte string (a pair of strings cost a warm row read
+        /// ~15 %: two string hashes, and string comparisons at every probe).
+        var entries: [StateKey: Entry] = [:]
         var metas: [String: (bytes: [UInt8], meta: AppProjectionMeta)] = [:]
         /// The last `contents(limit:)` of each space, by the record it was read under.
         var contents: [String: (record: [UInt8], limit: Int, value: Entry)] = [:]
@@ -361,17 +368,18 @@ final class AppProjectionCache: Sendable {
     /// the rows a widget reads out of the cache).
     static let rowsKeptPerApply = 64
 
-    func value<T>(_ name: String, _ key: String, _ bytes: [UInt8]) -> T? {
-        state.withLock { state in
-            guard let entry = state.entries[Slot(name: name, key: key)], entry.bytes.sameBytes(as: bytes) else { return nil }
-            return entry.value as? T
-        }
+    /// The value decoded from `bytes` stored at `at`, if it was the last stored there.
+    func value<T>(at: [UInt8], _ bytes: [UInt8]) -> T? {
+        guard let entry = state.withLock({ $0.entries[StateKey(bytes: at)] }), entry.bytes.sameBytes(as: bytes) else { return nil }
+        return entry.value as? T
     }
 
-    func store<T: Sendable>(_ name: String, _ key: String, _ bytes: [UInt8], _ value: T) {
+    /// Records that `bytes`, stored at `at`, decode to `value`.
+    func store<T: Sendable>(at: [UInt8], _ bytes: [UInt8], _ value: T) {
+        let entry = Entry(bytes: bytes, value: value)
         state.withLock { state in
             if state.entries.count >= Self.capacity { state.entries.removeAll(keepingCapacity: true) }
-            state.entries[Slot(name: name, key: key)] = Entry(bytes: bytes, value: value)
+            state.entries[StateKey(bytes: at)] = entry
         }
     }
 
@@ -379,10 +387,8 @@ final class AppProjectionCache: Sendable {
     /// record `record` describes (every change of a state rewrites its record: equal record
     /// bytes, equal state — a widget's warm read is then a record read and a comparison).
     func contents<T>(_ space: String, record: [UInt8], limit: Int) -> T? {
-        state.withLock { state in
-            guard let last = state.contents[space], last.limit == limit, last.record.sameBytes(as: record) else { return nil }
-            return last.value.value as? T
-        }
+        guard let last = state.withLock({ $0.contents[space] }), last.limit == limit, last.record.sameBytes(as: record) else { return nil }
+        return last.value.value as? T
     }
 
     func storeContents<T: Sendable>(_ space: String, record: [UInt8], limit: Int, _ value: T) {
