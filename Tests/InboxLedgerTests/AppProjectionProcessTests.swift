@@ -396,6 +396,50 @@ import Glibc
         expectAgrees(expected, try readOnly.read({ try $0.projection(TaskList.self).contents() }), "read-only handle:")
     }
 
+    /// iOS suspends an app in the middle of a build (docs/operations.md: a suspended process
+    /// holding a file lock in the shared container is killed). `Ledger.suspend()` while the
+    /// background builder is working ends in time and leaves nothing held — no lock on
+    /// lock.mdb, no reader slot — and no step runs while suspended; after `resume()`, the
+    /// process's reads (refused with `projectionBuilding`) start the builder again and the
+    /// build finishes, equal to the model of the log.
+    @Test(.timeLimit(.minutes(10)))
+    func aProcessSuspendedMidBuildHoldsNothingAndItsReadsFinishTheBuildAfterResume() throws {
+        var generator = SeededGenerator(seed: seed("suspendMidBuild"))
+        let dir = TemporaryDirectory()
+        let path = dir.child("ledger")
+        let control = dir.child("control")
+        try FileManager.default.createDirectory(atPath: control, withIntermediateDirectories: true)
+        let plain = try open(path, "test")
+        try fill(plain, count: 60_000, tasks: 20_000, using: &generator)
+        let app = try Processes.start(agent, ["task-build-suspend", path, control])
+        defer { app.kill(); _ = try? app.wait(timeout: 10) }
+        let suspended = try #require(line(app, startingWith: "suspended"), "\(app.stdoutSoFar)")
+        let atSuspension = try #require(try plain.projections.list().first)
+        #expect(atSuspension.status == "building" && atSuspension.appliedThrough >= UInt64(suspended.split(separator: " ").last ?? "") ?? .max,
+                "\(suspended), then \(atSuspension)")
+        // From /proc/locks, not with `lockHolder` (F_GETLK): this process has the ledger open,
+        // and closing any descriptor of lock.mdb would drop its own LMDB locks (the resumed
+        // agent then found data.mdb in use through "another" lock table, and was refused).
+        #expect(posixLocks(of: app.pid).isEmpty, "suspended mid-build but still holding: \(posixLocks(of: app.pid))")
+        let readers = try plain.maintenance.statistics().readers
+        #expect(!readers.contains { $0.pid == app.pid }, "a reader slot of the suspended process: \(readers)")
+        // No step ran while the checks above did (a running builder commits every ~10 ms).
+        #expect(try plain.projections.list().first?.appliedThrough == atSuspension.appliedThrough, "the build moved while suspended")
+
+        _ = FileManager.default.createFile(atPath: control + "/resume", contents: nil)
+        guard let ready = line(app, startingWith: "ready") else {
+            Issue.record("no build finished after the resume: \(app.stdoutSoFar) \((try? app.wait(timeout: 10))?.stderr ?? "")")
+            return
+        }
+        let events = try retained(plain)
+        let expected = try model(.v1, events)
+        #expect(ready == "ready \(expected.rows.count) \(events.last?.sequence ?? 0) ready", "\(ready)")
+        let readOnly = try open(path, "widget", [TaskList.self], readOnly: true)
+        expectAgrees(expected, try readOnly.read({ try $0.projection(TaskList.self).contents() }), "after the resumed build:")
+        _ = FileManager.default.createFile(atPath: control + "/exit", contents: nil)
+        #expect(try app.wait(timeout: hangGuardSeconds).status == 0)
+    }
+
     /// A version bump killed at random points of its build: version 1 processes keep appending
     /// and reading version 1 all along (the version-2 record untouched by them), and the next
     /// version-2 build finishes it: the state is version 2's model of the log, and version 1,

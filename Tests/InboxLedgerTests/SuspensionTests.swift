@@ -31,7 +31,9 @@ func procLocksLines() -> [String] {
 /// The pid of another process holding a POSIX lock on byte `byte` of `path` (`F_GETLK` for
 /// an exclusive lock: any holder is reported, this process's own locks never are); nil when
 /// none does. LMDB holds byte 0 of `lock.mdb` shared while the environment is open, and the
-/// byte at a process's pid exclusively while that process has a reader slot.
+/// byte at a process's pid exclusively while that process has a reader slot. Never from a
+/// process that has the ledger open: closing the descriptor it opens drops every `fcntl` lock
+/// this process holds on the file, LMDB's own included.
 func lockHolder(onFile path: String, byte: off_t) -> Int32? {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { return nil }

@@ -696,6 +696,43 @@ func taskOpen(dir: String, version: Int, durability: String) {
     }
 }
 
+/// Opens with the task list registered while its build is due (the background builder runs
+/// it), and once a step has committed, `Ledger.suspend()` in the middle of the build: says
+/// "suspended THROUGH" (the record's progress then). `CTL/resume` → resumes and reads the
+/// projection until it answers — a read refused with `projectionBuilding` starts the builder
+/// again (the suspension stopped it) — and says "ready ROWS THROUGH"; `CTL/exit`.
+func taskBuildSuspend(dir: String, control: String) {
+    var options = LedgerOptions(role: "app")
+    options.projections = [TaskList.self]
+    options.durability = .none
+    do {
+        let ledger = try Ledger(path: dir, options: options)
+        func record() throws -> ProjectionInfo? { try ledger.projections.list().first { $0.name == TaskList.name } }
+        var info = try record()
+        while !(info?.status == "building" && (info?.appliedThrough ?? 0) > (info?.builtFrom ?? 0)) {
+            usleep(1_000)
+            info = try record()
+        }
+        try Ledger.suspend(waitingUpTo: 5)
+        say("suspended \(info?.appliedThrough ?? 0)")
+        awaitFile(control + "/resume")
+        Ledger.resume()
+        reading: while true {
+            let read = Result { () throws(LedgerError) in try ledger.read { try $0.projection(TaskList.self).contents(limit: 1) }.behind }
+            switch read {
+            case .success(0): break reading
+            case .success, .failure(.projectionBuilding): usleep(10_000)
+            case .failure(let error): throw error
+            }
+        }
+        let done = try record()
+        say("ready \(done?.rows ?? -1) \(done?.appliedThrough ?? 0) \(done?.status ?? "none")")
+        awaitFile(control + "/exit")
+    } catch {
+        die("task-build-suspend: \(error)")
+    }
+}
+
 /// Compacts with retainedTail 0 over and over until STOPFILE exists; prints "runs N trimmed T".
 func compactUntil(dir: String, stopFile: String) {
     let ledger = openLedger(dir, role: "compactor", durability: "none")
@@ -774,6 +811,8 @@ case "wait-change":  // wait-change DIR AFTER
 case "task-actor":  // task-actor DIR ROLE VERSION SEED ACKFILE COUNT SUSPEND CHECKEVERY [STOPFILE]
     taskActor(dir: arg(2), role: arg(3), version: int(4), seed: UInt64(int(5)), ackPath: arg(6), count: int(7),
               suspend: int(8) != 0, checkEvery: int(9), stopFile: args.count > 10 ? arg(10) : nil)
+case "task-build-suspend":  // task-build-suspend DIR CONTROLDIR
+    taskBuildSuspend(dir: arg(2), control: arg(3))
 case "task-open":  // task-open DIR VERSION [DURABILITY]
     taskOpen(dir: arg(2), version: int(3), durability: args.count > 4 ? arg(4) : "durable")
 case "compact-until":  // compact-until DIR STOPFILE
