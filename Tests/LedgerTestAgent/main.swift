@@ -717,13 +717,15 @@ func taskBuildSuspend(dir: String, control: String) {
         say("suspended \(info?.appliedThrough ?? 0)")
         awaitFile(control + "/resume")
         Ledger.resume()
-        reading: while true {
-            let read = Result { () throws(LedgerError) in try ledger.read { try $0.projection(TaskList.self).contents(limit: 1) }.behind }
-            switch read {
-            case .success(0): break reading
-            case .success, .failure(.projectionBuilding): usleep(10_000)
-            case .failure(let error): throw error
+        // Until the record says ready through the head (a read answers already when at most the
+        // catch-up bound is left, replaying it: the build is not finished then).
+        while true {
+            let read = Result { () throws(LedgerError) in try ledger.read { try $0.projection(TaskList.self).contents(limit: 1) } }
+            if case .failure(let error) = read {
+                guard case .projectionBuilding = error else { throw error }  // refused while building: the read started the builder
             }
+            if let done = try record(), done.status == "ready", try done.appliedThrough == ledger.read({ try $0.head() }) { break }
+            usleep(10_000)
         }
         let done = try record()
         say("ready \(done?.rows ?? -1) \(done?.appliedThrough ?? 0) \(done?.status ?? "none")")
