@@ -67,6 +67,13 @@ import TestSupport
         }
     }
 
+    /// The model of `ledger`'s whole log (the task list's version 1).
+    func foldedLog(_ ledger: Ledger) throws -> TaskListModel {
+        var model = TaskListModel(.v1)
+        try model.fold(try ledger.read { try $0.events(after: 0, limit: .max) })
+        return model
+    }
+
     func check(_ ledger: Ledger, against model: TaskModel, _ note: Comment? = nil) throws {
         let state = try ledger.read({ try $0.projection(TaskList.self).contents() })
         #expect(state.rows.map(\.key) == model.ordered.map(\.key), note)
@@ -438,9 +445,7 @@ extension AppProjectionTests {
         try plain.append(TaskAdded(id: "late", title: "late", day: 0))
         try widget.projections.build()
         let contents = try widget.read({ try $0.projection(TaskList.self).contents() })
-        var model = TaskListModel(.v1)
-        try model.fold(try plain.read { try $0.events(after: 0, limit: 300_000) })
-        #expect(model.mismatch(contents) == nil)
+        #expect(try foldedLog(plain).mismatch(contents) == nil)
         #expect(contents.head == 200_001 && contents.behind == 0)
     }
 
@@ -472,9 +477,7 @@ extension AppProjectionTests {
         try plain.append(TaskAdded(id: "late", title: "late", day: 9))
         try app.projections.build()
         let contents = try app.read({ try $0.projection(TaskList.self).contents() })
-        var model = TaskListModel(.v1)
-        try model.fold(try plain.read { try $0.events(after: 0, limit: 10_000) })
-        #expect(model.mismatch(contents) == nil)
+        #expect(try foldedLog(plain).mismatch(contents) == nil)
         #expect(contents.head == 803 && contents.behind == 0)
         #expect(try app.maintenance.verify().isHealthy)
     }
@@ -519,10 +522,7 @@ extension AppProjectionTests {
         // The builder stores the rest; then every read is exact and has nothing to replay.
         try app.projections.build()
         #expect(try app.projections.list().first?.appliedThrough == UInt64(2 + bound + extra))
-        let all = try plain.read { try $0.events(after: 0, limit: 10_000) }
-        var full = TaskListModel(.v1)
-        try full.fold(all)
-        #expect(full.mismatch(try widget.read({ try $0.projection(TaskList.self).contents() })) == nil)
+        #expect(try foldedLog(plain).mismatch(try widget.read({ try $0.projection(TaskList.self).contents() })) == nil)
         #expect(try app.maintenance.verify().isHealthy)
     }
 
@@ -538,8 +538,7 @@ extension AppProjectionTests {
         try plain.append(TaskDone(id: "t1"))
         let app = try Ledger(path: path, options: whenAsked("app"))
         #expect(try app.projections.list().map(\.status) == ["building"])
-        var model = TaskListModel(.v1)
-        try model.fold(try plain.read { try $0.events(after: 0, limit: 10) })
+        var model = try foldedLog(plain)
         let read = try app.read({ try $0.projection(TaskList.self).contents() })
         #expect(model.mismatch(read) == nil && read.head == 3 && read.behind == 0)
         #expect(try app.projections.list().first?.appliedThrough == 0, "a read writes nothing")
@@ -650,9 +649,7 @@ extension AppProjectionTests {
         try app.projections.build()
         let record = try #require(try app.projections.list().first)
         #expect(record.status == "ready" && record.rows == rows)
-        var model = TaskListModel(.v1)
-        try model.fold(try app.read { try $0.events(after: 0, limit: 10_000) })
-        #expect(model.mismatch(try app.read({ try $0.projection(TaskList.self).contents() })) == nil)
+        #expect(try foldedLog(app).mismatch(try app.read({ try $0.projection(TaskList.self).contents() })) == nil)
     }
 
     /// The first transaction of a drop of `app`'s task list, and no more: the version marked

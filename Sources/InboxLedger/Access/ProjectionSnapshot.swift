@@ -58,8 +58,8 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
     /// The stored record's bytes when the state read is exactly the stored one (nothing
     /// replayed): what ``contents(limit:)``'s cache is keyed by.
     private let record: [UInt8]?
-    /// `name@version`: what the cache keeps the contents of.
-    private let space: String
+    /// The registered version's record key: what the cache keeps the contents by.
+    private let recordKey: [UInt8]
 
     /// The row under `key` (nil: none).
     public func row(_ key: String) throws(LedgerError) -> P.Row? {
@@ -103,9 +103,9 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
     /// print(state.document.open, state.rows.map(\.row.title))
     /// ```
     public func contents(limit: Int = .max) throws(LedgerError) -> ProjectionContents<P> {
-        if let record, let cached: ProjectionContents<P> = reader.cache?.contents(space, record: record, limit: limit) { return cached }
+        if let record, let cached: ProjectionContents<P> = reader.cache?.contents(at: recordKey, record: record, limit: limit) { return cached }
         let contents = ProjectionContents<P>(document: try document(), rows: try rows(limit: limit), rowCount: rowCount, head: head, behind: behind)
-        if let record { reader.cache?.storeContents(space, record: record, limit: limit, contents) }
+        if let record { reader.cache?.storeContents(at: recordKey, record: record, limit: limit, contents) }
         return contents
     }
 
@@ -122,7 +122,7 @@ public struct ProjectionSnapshot<P: LedgerProjection> {
         }
         let tables = snapshot.tables
         let cache = registry.cache
-        space = registered.space.description
+        recordKey = registered.space.record
         (reader, rowCount, head, behind, record) = try snapshot.run("read projection") {
             guard let (stored, bytes) = try AppProjectionTable.record(registered.space, in: tables.projections, path: path, cache: cache) else {
                 let newest = try AppProjectionTable.versions(of: P.name, in: tables.projections, path: path).map(\.version).max()

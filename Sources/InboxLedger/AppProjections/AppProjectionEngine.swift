@@ -202,7 +202,7 @@ struct AppProjectionsInTransaction {
             let bytes = try meta.encoded()
             let space = spaces[name].map { AppProjectionSpace.of(meta, registered: $0) } ?? AppProjectionSpace(meta)
             try store.put(.apps, space.record, bytes)
-            caches[meta.name]?.remember(meta.name, bytes, meta)
+            caches[meta.name]?.remember(at: space.record, bytes, meta)
         }
     }
 }

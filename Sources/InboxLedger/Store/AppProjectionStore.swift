@@ -218,12 +218,13 @@ struct AppProjectionMeta: Codable, Hashable, Sendable {
 
 /// A stored row: `0x01 ‖ u16 BE order length ‖ order bytes ‖ JSON`.
 struct AppProjectionRow {
-    var order: [UInt8]
+    /// Slices of ``stored``: a row read is not copied again.
+    var order: ArraySlice<UInt8>
     var json: ArraySlice<UInt8>
     /// The whole stored value (what the decoded-value cache compares).
     var stored: [UInt8] = []
 
-    static func encode(order: [UInt8], json: [UInt8]) -> [UInt8] {
+    static func encode(order: some Collection<UInt8>, json: [UInt8]) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(3 + order.count + json.count)
         bytes += [0x01, UInt8(order.count >> 8), UInt8(order.count & 0xFF)]
@@ -234,7 +235,7 @@ struct AppProjectionRow {
 
     static func decode(_ bytes: [UInt8]) -> AppProjectionRow? {
         guard let order = order(in: bytes) else { return nil }
-        return AppProjectionRow(order: Array(order), json: bytes[order.endIndex...], stored: bytes)
+        return AppProjectionRow(order: order, json: bytes[order.endIndex...], stored: bytes)
     }
 
     /// The order bytes of the stored row `bytes` (nil: malformed), without copying them.
@@ -358,9 +359,11 @@ final class AppProjectionCache: Sendable {
         /// apart): hashed and compared as one byte string (a pair of strings cost a warm row read
         /// ~15 %: two string hashes, and string comparisons at every probe).
         var entries: [StateKey: Entry] = [:]
-        var metas: [String: (bytes: [UInt8], meta: AppProjectionMeta)] = [:]
-        /// The last `contents(limit:)` of each space, by the record it was read under.
-        var contents: [String: (record: [UInt8], limit: Int, value: Entry)] = [:]
+        /// Each version's record, by its key in the table.
+        var metas: [StateKey: (bytes: [UInt8], meta: AppProjectionMeta)] = [:]
+        /// The last `contents(limit:)` of each version, by its record's key; the entry's bytes
+        /// are the record it was read under.
+        var contents: [StateKey: (limit: Int, entry: Entry)] = [:]
     }
     private let state = Mutex(State())
     static let capacity = 1024
@@ -383,31 +386,34 @@ final class AppProjectionCache: Sendable {
         }
     }
 
-    /// The contents last read of `space` with `limit` rows, if its state was the one the
-    /// record `record` describes (every change of a state rewrites its record: equal record
-    /// bytes, equal state — a widget's warm read is then a record read and a comparison).
-    func contents<T>(_ space: String, record: [UInt8], limit: Int) -> T? {
-        guard let last = state.withLock({ $0.contents[space] }), last.limit == limit, last.record.sameBytes(as: record) else { return nil }
-        return last.value.value as? T
+    /// The contents last read with `limit` rows of the version whose record is stored at `at`,
+    /// if its state was the one the record `record` describes (every change of a state
+    /// rewrites its record: equal record bytes, equal state — a widget's warm read is then a
+    /// record read and a comparison).
+    func contents<T>(at: [UInt8], record: [UInt8], limit: Int) -> T? {
+        guard let last = state.withLock({ $0.contents[StateKey(bytes: at)] }), last.limit == limit,
+              last.entry.bytes.sameBytes(as: record) else { return nil }
+        return last.entry.value as? T
     }
 
-    func storeContents<T: Sendable>(_ space: String, record: [UInt8], limit: Int, _ value: T) {
-        state.withLock { $0.contents[space] = (record, limit, Entry(bytes: [], value: value)) }
+    func storeContents<T: Sendable>(at: [UInt8], record: [UInt8], limit: Int, _ value: T) {
+        let entry = Entry(bytes: record, value: value)
+        state.withLock { $0.contents[StateKey(bytes: at)] = (limit, entry) }
     }
 
-    /// The record stored as `bytes` under `key`, decoded once.
-    func meta(_ name: String, _ bytes: [UInt8], key: [UInt8], path: String) throws(LedgerError) -> AppProjectionMeta {
-        let cached = state.withLock { state in state.metas[name].flatMap { $0.bytes.sameBytes(as: bytes) ? $0.meta : nil } }
+    /// The record stored as `bytes` at `at`, decoded once.
+    func meta(at: [UInt8], _ bytes: [UInt8], path: String) throws(LedgerError) -> AppProjectionMeta {
+        let cached = state.withLock { state in state.metas[StateKey(bytes: at)].flatMap { $0.bytes.sameBytes(as: bytes) ? $0.meta : nil } }
         if let cached { return cached }
-        let meta = try AppProjectionMeta.decode(bytes, key: key, path: path)
-        remember(name, bytes, meta)
+        let meta = try AppProjectionMeta.decode(bytes, key: at, path: path)
+        remember(at: at, bytes, meta)
         return meta
     }
 
-    /// Records that `bytes` decode to `meta` (a record just encoded and written: the next
-    /// append or read of the handle finds it without decoding).
-    func remember(_ name: String, _ bytes: [UInt8], _ meta: AppProjectionMeta) {
-        state.withLock { $0.metas[name] = (bytes, meta) }
+    /// Records that `bytes`, stored at `at`, decode to `meta` (a record just encoded and
+    /// written: the next append or read of the handle finds it without decoding).
+    func remember(at: [UInt8], _ bytes: [UInt8], _ meta: AppProjectionMeta) {
+        state.withLock { $0.metas[StateKey(bytes: at)] = (bytes, meta) }
     }
 }
 
@@ -431,11 +437,11 @@ enum AppProjectionTable {
     static func record(_ space: AppProjectionSpace, in store: some ProjectionStore, path: String,
                        cache: AppProjectionCache? = nil) throws -> (meta: AppProjectionMeta, bytes: [UInt8])? {
         if let bytes = try store.get(.apps, space.record) {
-            return (try cache?.meta(space.name, bytes, key: space.record, path: path) ?? AppProjectionMeta.decode(bytes, key: space.record, path: path), bytes)
+            return (try cache?.meta(at: space.record, bytes, path: path) ?? AppProjectionMeta.decode(bytes, key: space.record, path: path), bytes)
         }
         let legacy = [0x00] + Array(space.name.utf8)
         guard space.version != nil, let bytes = try store.get(.apps, legacy) else { return nil }
-        let meta = try cache?.meta(space.name, bytes, key: legacy, path: path) ?? AppProjectionMeta.decode(bytes, key: legacy, path: path)
+        let meta = try cache?.meta(at: legacy, bytes, path: path) ?? AppProjectionMeta.decode(bytes, key: legacy, path: path)
         return meta.version == space.version ? (meta, bytes) : nil
     }
 
