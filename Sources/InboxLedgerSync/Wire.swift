@@ -153,6 +153,10 @@ public enum SyncWire {
         public var payload: String?
         /// The payload bytes in base64, for payloads that are not UTF-8.
         public var payloadBase64: String?
+        /// The role of the process that appended it (`app`, `widget`, …): a custom event's feed
+        /// entry carries it to the other devices (``ChangeOrigin/role``). Absent from older
+        /// clients (the entry then says `device`).
+        public var role: String?
 
         /// The wire form of a stored event.
         public init(_ event: Event) {
@@ -160,6 +164,7 @@ public enum SyncWire {
             type = event.type
             key = event.key
             time = event.timestampMicros
+            role = event.origin.role
             if let text = String(validating: event.payload, as: UTF8.self) {
                 payload = text
                 payloadBase64 = nil
@@ -261,20 +266,61 @@ public enum SyncWire {
         }
     }
 
+    /// Where a custom event in the feed came from: its envelope on the device that appended it
+    /// (or the backend that published it), which every device keeps in its log
+    /// (``InboxLedger/FeedOrigin``), so that a fold reading an event's time, role or key gives
+    /// the same result on every device (docs/sync.md, "Custom events on every device").
+    public struct ChangeOrigin: Codable, Sendable, Hashable {
+        /// The device ledger's id; absent: published by the backend (`POST /v1/publish`).
+        public var ledger: String?
+        /// Its sequence in that ledger (for a published event: its feed position).
+        public var seq: UInt64
+        /// Its commit time on that device (published: the server's clock), µs since the epoch.
+        public var time: Int64
+        /// The role of the process that appended it (`app`, `widget`, …; `server` for a
+        /// published event, `device` when an older client did not send one).
+        public var role: String
+        /// Its idempotency key there, if it had one.
+        public var key: String?
+
+        /// An origin.
+        public init(ledger: String?, seq: UInt64, time: Int64, role: String, key: String? = nil) {
+            self.ledger = ledger
+            self.seq = seq
+            self.time = time
+            self.role = role
+            self.key = key
+        }
+    }
+
     /// One entry of a user's change feed.
     public struct Change: Codable, Sendable, Hashable {
         /// Its position in the user's feed (dense, from 1).
         public var seq: UInt64
-        /// The event type to append (`inbox.synced`, `message.read`, `message.removed`).
+        /// The event type to append (`inbox.synced`, `message.read`, `message.removed`, or a
+        /// custom type a device shared or the backend published).
         public var type: String
-        /// The event's payload (JSON text).
+        /// The event's payload (JSON text); empty when ``payloadBase64`` carries it.
         public var payload: String
+        /// A custom payload that is not UTF-8 (or holds U+0000), in base64.
+        public var payloadBase64: String?
+        /// A custom event's envelope where it was made; absent on the entries the server makes
+        /// (listings, reads, removals).
+        public var origin: ChangeOrigin?
 
         /// A feed entry.
-        public init(seq: UInt64, type: String, payload: String) {
+        public init(seq: UInt64, type: String, payload: String, payloadBase64: String? = nil, origin: ChangeOrigin? = nil) {
             self.seq = seq
             self.type = type
             self.payload = payload
+            self.payloadBase64 = payloadBase64
+            self.origin = origin
+        }
+
+        /// The payload bytes (nil: `payloadBase64` is not base64).
+        public var payloadBytes: [UInt8]? {
+            guard let payloadBase64 else { return Array(payload.utf8) }
+            return Data(base64Encoded: payloadBase64).map(Array.init)
         }
     }
 
@@ -302,17 +348,43 @@ public enum SyncWire {
         public var messages: [InboxMessage]
         /// Ids the backend removed.
         public var removed: [String]?
+        /// Custom events for the user's devices (a task created on the web), appended to the
+        /// feed after the listing, in order; absent: none. A request with events and no message
+        /// or removal appends no listing.
+        public var events: [PublishEvent]?
 
-        /// A listing of `messages`, removing `removed`.
-        public init(messages: [InboxMessage], removed: [String]? = nil) {
+        /// A listing of `messages`, removing `removed`, then `events`.
+        public init(messages: [InboxMessage], removed: [String]? = nil, events: [PublishEvent]? = nil) {
             self.messages = messages
             self.removed = removed
+            self.events = events
+        }
+    }
+
+    /// A custom event the backend publishes into a user's feed (``PublishRequest/events``):
+    /// every device appends it with the origin `{role: "server"}` and the server's time.
+    public struct PublishEvent: Codable, Sendable, Hashable {
+        /// Its custom type (not in the built-ins' namespaces).
+        public var type: String
+        /// An idempotency key the devices keep with it (``ChangeOrigin/key``).
+        public var key: String?
+        /// The payload bytes as UTF-8 text (nil when `payloadBase64` carries them).
+        public var payload: String?
+        /// The payload bytes in base64.
+        public var payloadBase64: String?
+
+        /// An event of `type` with a UTF-8 `payload`.
+        public init(type: String, payload: String, key: String? = nil) {
+            self.type = type
+            self.payload = payload
+            self.key = key
+            self.payloadBase64 = nil
         }
     }
 
     /// The server's answer to `POST /v1/publish`.
     public struct PublishResponse: Codable, Sendable, Hashable {
-        /// The feed sequence of the listing.
+        /// The feed sequence of the last entry the request appended (the listing, or its last event).
         public var seq: UInt64
 
         /// An answer.
