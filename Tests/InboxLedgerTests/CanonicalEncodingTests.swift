@@ -51,7 +51,12 @@ import TestSupport
     /// A random built-in event and the hand-written JSON of its payload.
     func randomEvent(_ rng: inout SeededGenerator) -> (DomainEvent, String) {
         let when = Timestamp(micros: Int64.random(in: 0...4_000_000_000_000_000, using: &rng))
-        switch Int.random(in: 0..<7, using: &rng) {
+        switch Int.random(in: 0..<8, using: &rng) {
+        case 7:
+            let settled = SharedSettlement(sequence: UInt64.random(in: 1...UInt64(Int64.max), using: &rng),
+                                           position: maybe(Bool.random(using: &rng)) { UInt64.random(in: 1...1_000_000, using: &rng) })
+            let position = settled.position.map { ", \"position\": \($0)" } ?? ""
+            return (.sharedSettled(settled), "{\"seq\": \(settled.sequence)\(position)}")
         case 5:
             let removal = MessageRemoval(ids: (0..<Int.random(in: 1...3, using: &rng)).map { "id\($0)" + randomString(&rng) })
             return (.messageRemoved(removal), "{\"ids\": [\(removal.ids.map(quoted).joined(separator: ","))]}")

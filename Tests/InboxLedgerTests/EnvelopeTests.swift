@@ -41,7 +41,42 @@ import TestSupport
             origin: Origin(role: randomString(&rng, maxBytes: 64), pid: Int32.random(in: Int32.min...Int32.max, using: &rng)),
             type: randomString(&rng, maxBytes: 128),
             key: Bool.random(using: &rng) ? randomString(&rng, maxBytes: 256) : nil,
-            payload: (0..<Int.random(in: 0...3000, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) })
+            payload: (0..<Int.random(in: 0...3000, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) },
+            source: randomSource(&rng))
+    }
+
+    /// Every kind of source, the feed's with and without an origin ledger and key.
+    func randomSource(_ rng: inout SeededGenerator) -> EventSource {
+        switch Int.random(in: 0..<3, using: &rng) {
+        case 0: .local
+        case 1: .shared
+        default:
+            .feed(FeedOrigin(ledger: Bool.random(using: &rng) ? randomString(&rng, maxBytes: 128) : nil,
+                             sequence: UInt64.random(in: 0...UInt64.max, using: &rng),
+                             key: Bool.random(using: &rng) ? randomString(&rng, maxBytes: 256) : nil,
+                             position: UInt64.random(in: 0...UInt64.max, using: &rng)))
+        }
+    }
+
+    /// The feed part's layout (docs/format.md): pinned, so that a change of the format is seen.
+    @Test func aFeedEventsRecordIsLaidOutAsDocumented() {
+        let event = Event(sequence: 9, timestampMicros: 5, origin: Origin(role: "w", pid: 0), type: "c.t", key: "k", payload: [0x7B, 0x7D],
+                          source: .feed(FeedOrigin(ledger: "L1", sequence: 47, key: "n", position: 6)))
+        let bytes = EventRecord.encode(event)
+        #expect(bytes[1] == 0x05)  // has key, from the feed
+        let feed = Array(bytes[(32 + 3 + 1 + 1)...].prefix(21 + 3))
+        #expect(feed == [6, 0, 0, 0, 0, 0, 0, 0, 47, 0, 0, 0, 0, 0, 0, 0, 3, 2, 0, 1, 0, 0x4C, 0x31, 0x6E])
+        #expect(Array(bytes[(32 + 5 + 24)...].prefix(2)) == [0x7B, 0x7D])
+        var shared = event
+        shared.source = .shared
+        #expect(EventRecord.encode(shared)[1] == 0x03)
+        // Both "shared" and "from the feed" is no record this library writes.
+        var both = bytes
+        both[1] = 0x07
+        let body = both.count - 4
+        let crc = CRC32C.checksum(Array(both[0..<body]))
+        both.replaceSubrange(body..., with: withUnsafeBytes(of: crc.littleEndian, Array.init))
+        #expect(EventRecord.decode(both, sequence: 9) == .failure(.invalidFlags(0x07)))
     }
 
     @Test func roundTripOfRandomEvents() {

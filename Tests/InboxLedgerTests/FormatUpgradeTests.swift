@@ -146,8 +146,8 @@ import Synchronization
         let widgetBefore = try Ledger(path: path, options: readOnly).read { try $0.widgetList(limit: 100) }
         let localBefore = try Ledger(path: path, options: readOnly).read { try $0.localChanges(limit: 100) }
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
-        #expect(ledger.metadata.formatVersion == 3)
-        #expect(try stored(path) == (3, 0, n))
+        #expect(ledger.metadata.formatVersion == 4)
+        #expect(try stored(path) == (Schema.formatVersion, 0, n))
         #expect(try storedLayout(path).projectionTables == 0)
         #expect(try storedLayout(path).projectionRowsInTrees == projections)
         #expect(try ledger.read({ try $0.widgetList(limit: 100) }) == widgetBefore)
@@ -179,7 +179,7 @@ import Synchronization
         let n = before.countsByType.count + before.countsByOrigin.count
         let openers = try (0..<4).map { _ in try Processes.start(agent, ["open", path]) }
         for opener in openers { #expect(try opener.wait().status == 0) }
-        #expect(try stored(path) == (3, 0, n))
+        #expect(try stored(path) == (Schema.formatVersion, 0, n))
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
         #expect(try ledger.maintenance.statistics().countsByType == before.countsByType)
         #expect(try ledger.maintenance.statistics().countsByOrigin == before.countsByOrigin)
@@ -200,7 +200,7 @@ import Synchronization
         readOnly.readOnly = true
         #expect(try Ledger(path: path, options: readOnly).maintenance.statistics().countsByType == before.countsByType)
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
-        #expect(try stored(path) == (3, 0, n))
+        #expect(try stored(path) == (Schema.formatVersion, 0, n))
         #expect(try ledger.maintenance.statistics().countsByOrigin == before.countsByOrigin)
         try expectCountsMatchTheLog(ledger)
     }
@@ -243,7 +243,7 @@ import Synchronization
         // Once space is freed, the next writable opening upgrades.
         try FileManager.default.removeItem(atPath: ballast)
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
-        #expect(try stored(path) == (3, 0, n))
+        #expect(try stored(path) == (Schema.formatVersion, 0, n))
         try expectCountsMatchTheLog(ledger)
         #expect(try ledger.maintenance.verify().isHealthy)
     }
@@ -276,7 +276,7 @@ import Synchronization
             #expect(try reader.read({ try $0.widgetList(limit: 100) }) == widget)
             #expect(try Processes.run(agent, ["open", path]).status == 0)
             let after = try storedLayout(path)
-            #expect(after.format == 3 && after.projectionTables == 0 && after.projectionRowsInTrees == before.projectionTables)
+            #expect(after.format == Schema.formatVersion && after.projectionTables == 0 && after.projectionRowsInTrees == before.projectionTables)
             #expect(try reader.read({ try $0.widgetList(limit: 100) }) == widget)
             #expect(try reader.maintenance.verifyProjections() == nil)
         }
@@ -335,7 +335,7 @@ import Synchronization
         #expect(crashed.format == 2 && crashed.projectionTables == before.projectionTables && crashed.projectionRowsInTrees == 0,
                 "a crash inside the upgrade left part of it")
         let ledger = try Ledger(path: path, options: LedgerOptions(role: "app"))
-        #expect(try storedLayout(path).format == 3)
+        #expect(try storedLayout(path).format == Schema.formatVersion)
         #expect(try ledger.read({ try $0.widgetList(limit: 100) }) == widget)
         #expect(try ledger.maintenance.verify().isHealthy)
     }

@@ -197,6 +197,13 @@ private enum TreeDecoder {
                 let push = PushReceived(messageID: messageID, message: message, badge: try f.optionalInteger("badge").map { Int($0) })
                 try push.validate(at: f.path)
                 return .pushReceived(push)
+            case .sharedSettled:
+                _ = try f.required("seq", "an integer")  // absent or null: the required field's errors
+                guard let seq = try f.optionalInteger("seq") else { throw FieldError(field: f.at("seq"), reason: "missing") }
+                guard seq >= 1 else { throw FieldError(field: f.at("seq"), reason: "must be 1…\(Int64.max)") }
+                let position = try f.optionalInteger("position")
+                if let position, position < 1 { throw FieldError(field: f.at("position"), reason: "must be 1…\(Int64.max)") }
+                return .sharedSettled(SharedSettlement(sequence: UInt64(seq), position: position.map { UInt64($0) }))
             }
         } catch {
             throw .invalidEvent(index: 0, field: error.field, reason: error.reason)
@@ -318,6 +325,9 @@ private enum Generator {
         case .pushReceived:
             let number = { (rng: inout RNG) in pick(["1", "0", "3.0", "1000001", "-1", "1e2"], &rng) }
             body = object([("messageID", id), ("message", message), ("badge", number)], &rng)
+        case .sharedSettled:
+            let number = { (rng: inout RNG) in pick(["1", "0", "47", "-2", "3.0", "9223372036854775807", "1e2", "\"4\""], &rng) }
+            body = object([("seq", number), ("position", number)], &rng)
         }
         return chance(2, &rng) ? body + pick([" ", "x", "}", " {}"], &rng) : body
     }

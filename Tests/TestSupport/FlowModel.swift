@@ -90,8 +90,8 @@ public struct FlowModel: Sendable {
             if action.kind == .markRead, let target = action.target { read([target], true) }
         case .actionCompleted(let completion):
             pending.removeAll { $0 == completion.actionID }
-        case .custom:
-            break
+        case .sharedSettled, .custom:
+            break  // no effect on the inbox
         }
     }
 

@@ -389,6 +389,43 @@ extension MessageRemoval: BuiltInPayload {
     }
 }
 
+extension SharedSettlement: BuiltInPayload {
+    func write(to w: inout CanonicalWriter) {
+        w.openObject()
+        if let position { w.key("position"); w.integer(Int64(bitPattern: position)) }
+        w.key("seq"); w.integer(Int64(bitPattern: sequence))
+        w.closeObject()
+    }
+
+    func validate(at path: @autoclosure () -> String) throws(FieldError) {
+        guard (1...UInt64(Int64.max)).contains(sequence) else { throw FieldError(field: path() + ".seq", reason: "must be 1…\(Int64.max)") }
+        if let position, !(1...UInt64(Int64.max)).contains(position) {
+            throw FieldError(field: path() + ".position", reason: "must be 1…\(Int64.max)")
+        }
+    }
+
+    enum Field: String, CaseIterable, Sendable { case seq, position }
+    static let fields = KnownKeys<Field>()
+
+    static func read(_ r: inout PayloadReader, depth: Int, path: @autoclosure () -> String) throws(JSONParser.Failure) -> Result<SharedSettlement, FieldError> {
+        var seq = Found<Int64>.absent, position = Found<Int64>.absent
+        let d = depth + 1
+        return try r.payload(depth: depth, keys: fields, path: path(), { (r: inout PayloadReader, member: Member<Field>) throws(JSONParser.Failure) in
+            switch member {
+            case .known(.seq): seq = try r.integer(depth: d, field: path() + ".seq")
+            case .known(.position): position = try r.integer(depth: d, field: path() + ".position")
+            case .other: try r.skip(depth: d)
+            }
+        }, build: { () throws(FieldError) in
+            let sequence = try seq.required(path() + ".seq", "an integer")
+            guard sequence >= 1 else { throw FieldError(field: path() + ".seq", reason: "must be 1…\(Int64.max)") }
+            let placed = try position.optional()
+            if let placed, placed < 1 { throw FieldError(field: path() + ".position", reason: "must be 1…\(Int64.max)") }
+            return SharedSettlement(sequence: UInt64(sequence), position: placed.map { UInt64($0) })
+        })
+    }
+}
+
 extension PushReceived: BuiltInPayload {
     func write(to w: inout CanonicalWriter) {
         w.openObject()

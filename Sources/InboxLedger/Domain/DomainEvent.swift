@@ -178,6 +178,30 @@ public struct PushReceived: Hashable, Sendable, Codable {
     }
 }
 
+/// `inbox.shared-settled`: the user's feed placed one of this ledger's **shared** events
+/// (``EventSource/shared``) at `position`, or — without a position — the server refused it, so
+/// no device will ever apply it. Appended by the sync client (one per feed entry of its own,
+/// keyed by the entry; one per refused event); app projections then apply the event at that
+/// place in the feed's order, or drop it (docs/semantics.md, "Custom events on every device").
+/// An app does not append it.
+///
+/// ```swift
+/// // {"seq":47,"position":6}: this ledger's event 47 is the feed's entry 6.
+/// let settled = SharedSettlement(sequence: 47, position: 6)
+/// ```
+public struct SharedSettlement: Hashable, Sendable, Codable {
+    /// The sequence of the shared event in this ledger.
+    public var sequence: UInt64
+    /// Its position in the user's feed; nil: the server refused it (dropped everywhere).
+    public var position: UInt64?
+
+    /// Event `sequence` placed at feed `position` (nil: refused).
+    public init(sequence: UInt64, position: UInt64?) {
+        self.sequence = sequence
+        self.position = position
+    }
+}
+
 /// `badge.adjusted`: `{"delta": n}` or `{"set": n}`, in `Int` like the badge and the counts
 /// (``WidgetList/badge``); stored as a JSON integer.
 ///
@@ -210,6 +234,7 @@ public enum BuiltInEventType: String, CaseIterable, Hashable, Sendable {
     case badgeAdjusted = "badge.adjusted"
     case messageRemoved = "message.removed"
     case pushReceived = "push.received"
+    case sharedSettled = "inbox.shared-settled"
 }
 
 /// The built-in event vocabulary, and custom events the projections keep but ignore.
@@ -228,6 +253,7 @@ public enum DomainEvent: Hashable, Sendable {
     case badgeAdjusted(BadgeAdjustment)
     case messageRemoved(MessageRemoval)
     case pushReceived(PushReceived)
+    case sharedSettled(SharedSettlement)
     case custom(type: String, payload: [UInt8])
 
     /// `inbox.synced`.
@@ -244,6 +270,8 @@ public enum DomainEvent: Hashable, Sendable {
     public static let messageRemovedType = BuiltInEventType.messageRemoved.rawValue
     /// `push.received`.
     public static let pushReceivedType = BuiltInEventType.pushReceived.rawValue
+    /// `inbox.shared-settled`.
+    public static let sharedSettledType = BuiltInEventType.sharedSettled.rawValue
     /// The type names the built-in projections understand.
     public static let builtInTypes: Set<String> = Set(BuiltInEventType.allCases.map(\.rawValue))
 
@@ -257,6 +285,7 @@ public enum DomainEvent: Hashable, Sendable {
         case .badgeAdjusted: .badgeAdjusted
         case .messageRemoved: .messageRemoved
         case .pushReceived: .pushReceived
+        case .sharedSettled: .sharedSettled
         case .custom: nil
         }
     }
@@ -277,6 +306,7 @@ public enum DomainEvent: Hashable, Sendable {
         case .badgeAdjusted(let v): v
         case .messageRemoved(let v): v
         case .pushReceived(let v): v
+        case .sharedSettled(let v): v
         case .custom: nil
         }
     }
@@ -317,6 +347,7 @@ public enum DomainEvent: Hashable, Sendable {
                 case .badgeAdjusted: try BadgeAdjustment.read(&r, depth: 0, path: "data").map(DomainEvent.badgeAdjusted)
                 case .messageRemoved: try MessageRemoval.read(&r, depth: 0, path: "data").map(DomainEvent.messageRemoved)
                 case .pushReceived: try PushReceived.read(&r, depth: 0, path: "data").map(DomainEvent.pushReceived)
+                case .sharedSettled: try SharedSettlement.read(&r, depth: 0, path: "data").map(DomainEvent.sharedSettled)
                 }
             }
         } catch {

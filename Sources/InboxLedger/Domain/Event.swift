@@ -58,15 +58,63 @@ public struct Event: Hashable, Sendable, Codable, Identifiable {
     public var key: String?
     /// The payload bytes.
     public var payload: [UInt8]
+    /// Whether it was appended here or came down the user's feed from another device, and
+    /// whether it waits for the feed (docs/semantics.md, "Custom events on every device").
+    public var source: EventSource
 
     /// A stored event as read back from the log.
-    public init(sequence: UInt64, timestampMicros: Int64, origin: Origin, type: String, key: String?, payload: [UInt8]) {
+    public init(sequence: UInt64, timestampMicros: Int64, origin: Origin, type: String, key: String?, payload: [UInt8],
+                source: EventSource = .local) {
         self.sequence = sequence
         self.timestampMicros = timestampMicros
         self.origin = origin
         self.type = type
         self.key = key
         self.payload = payload
+        self.source = source
+    }
+}
+
+/// Where an event of the log comes from, as far as the user's other devices are concerned
+/// (docs/semantics.md, "Custom events on every device").
+///
+/// ```swift
+/// switch event.source {
+/// case .local: print("this device's own, not shared")
+/// case .shared: print("this device's own, shared: the feed places it")
+/// case .feed(let origin): print("from \(origin.ledger ?? "the backend"), feed position \(origin.position)")
+/// }
+/// ```
+public enum EventSource: Hashable, Sendable, Codable {
+    /// Appended here, and not of a type the ledger shares (or appended before the ledger shared it).
+    case local
+    /// Appended here, of a type the ledger shares (``Ledger/sync``): the sync client sends it
+    /// up and the user's feed places it; until then an app projection applies it on top of
+    /// what the feed placed (``ProjectionPlacement/pending``).
+    case shared
+    /// Came down the user's feed: another device's shared event, or the backend's. Its
+    /// ``Event/timestampMicros`` and ``Event/origin`` role are its origin's (the pid is 0).
+    case feed(FeedOrigin)
+}
+
+/// Where an event that came down the user's feed was made (``EventSource/feed(_:)``).
+public struct FeedOrigin: Hashable, Sendable, Codable {
+    /// The id of the ledger that appended it; nil: the backend published it.
+    public var ledger: String?
+    /// Its sequence in that ledger (for a published event: its feed position).
+    public var sequence: UInt64
+    /// Its idempotency key there, if it had one (the event's own ``Event/key`` here is its feed
+    /// entry's, `sync-down-<user>-<position>`, which makes the download idempotent).
+    public var key: String?
+    /// Its position in the user's feed (the server's order: dense, from 1).
+    public var position: UInt64
+
+    /// An origin.
+    public init(ledger: String?, sequence: UInt64, key: String?, position: UInt64) {
+        self.ledger = ledger
+        self.sequence = sequence
+        self.key = key
+        self.position = position
     }
 }
 

@@ -100,6 +100,8 @@ final class Projector<Store: ProjectionStore> {
             if !unknown.isEmpty { notes.append(.unknownMessages(ids: unknown, sequence: event.sequence)) }
         case .pushReceived(let push):
             changed = try applyPush(push, event) || changed
+        case .sharedSettled:
+            break  // for the app projections only (AppProjectionFold)
         case .widgetAction(let action):
             let idKey = Array(action.actionID.utf8)
             if try store.get(.actionIDs, idKey) != nil {

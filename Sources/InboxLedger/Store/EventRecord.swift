@@ -3,7 +3,7 @@
 /// ```
 /// offset size  field
 ///  0     1     envelope version (1)
-///  1     1     flags (bit 0: has key; others 0)
+///  1     1     flags (bit 0: has key; 1: shared; 2: from the feed; others 0)
 ///  2     2     type length T (LE)
 ///  4     2     origin role length R (LE)
 ///  6     2     key length K (LE, 0 without key)
@@ -12,6 +12,9 @@
 /// 16     8     timestamp, µs since the epoch (LE, two's complement)
 /// 24     8     sequence (LE), equal to the record's key
 /// 32     T+R+K type, role, key (UTF-8)
+///  …     F     from the feed only (flag bit 2): u64 feed position, u64 origin sequence,
+///              u8 presence (bit 0 origin ledger, bit 1 origin key), u16 L, u16 K',
+///              origin ledger (L), origin key (K')
 ///  …     P     payload
 ///  …     4     CRC-32C of every preceding byte (LE)
 /// ```
@@ -20,15 +23,33 @@ enum EventRecord {
     static let headerSize = 32
     static let trailerSize = 4
     static let flagHasKey: UInt8 = 1
+    /// ``EventSource/shared``.
+    static let flagShared: UInt8 = 2
+    /// ``EventSource/feed(_:)``: the feed part follows the key.
+    static let flagFromFeed: UInt8 = 4
+    static let knownFlags: UInt8 = flagHasKey | flagShared | flagFromFeed
+    /// The feed part's fixed bytes (position, origin sequence, presence, two lengths).
+    static let feedFixedSize = 21
 
     static func encode(_ event: Event) -> [UInt8] {
         // The texts are written from their UTF-8 views: no intermediate arrays.
         let type = event.type.utf8
         let role = event.origin.role.utf8
         let key = (event.key ?? "").utf8
-        var w = ByteWriter(capacity: headerSize + type.count + role.count + key.count + event.payload.count + trailerSize)
+        var flags: UInt8 = event.key == nil ? 0 : flagHasKey
+        var feed: FeedOrigin?
+        switch event.source {
+        case .local: break
+        case .shared: flags |= flagShared
+        case .feed(let origin):
+            flags |= flagFromFeed
+            feed = origin
+        }
+        let feedLedger = (feed?.ledger ?? "").utf8, feedKey = (feed?.key ?? "").utf8
+        let feedSize = feed == nil ? 0 : feedFixedSize + feedLedger.count + feedKey.count
+        var w = ByteWriter(capacity: headerSize + type.count + role.count + key.count + feedSize + event.payload.count + trailerSize)
         w.u8(version)
-        w.u8(event.key == nil ? 0 : flagHasKey)
+        w.u8(flags)
         w.u16le(UInt16(truncatingIfNeeded: type.count))
         w.u16le(UInt16(truncatingIfNeeded: role.count))
         w.u16le(UInt16(truncatingIfNeeded: key.count))
@@ -39,6 +60,15 @@ enum EventRecord {
         w.append(type)
         w.append(role)
         w.append(key)
+        if let feed {
+            w.u64le(feed.position)
+            w.u64le(feed.sequence)
+            w.u8((feed.ledger == nil ? 0 : 1) | (feed.key == nil ? 0 : 2))
+            w.u16le(UInt16(truncatingIfNeeded: feedLedger.count))
+            w.u16le(UInt16(truncatingIfNeeded: feedKey.count))
+            w.append(feedLedger)
+            w.append(feedKey)
+        }
         w.append(event.payload)
         w.u32le(CRC32C.checksum(w.bytes))
         return w.bytes
@@ -102,13 +132,24 @@ enum EventRecord {
         let typeLength = u16(2), roleLength = u16(4), keyLength = u16(6)
         let pid = u32(8), payloadLength = Int(u32(12)), timestamp = u64(16), storedSequence = u64(24)
         guard v == version else { return .failure(.unsupportedVersion(v)) }
-        let expected = headerSize + typeLength + roleLength + keyLength + payloadLength + trailerSize
+        // The feed part (flag bit 2) lies between the key and the payload; its lengths are in it.
+        let feedAt = headerSize + typeLength + roleLength + keyLength
+        var feedSize = 0
+        if flags & flagFromFeed != 0 {
+            guard feedAt + feedFixedSize + payloadLength + trailerSize <= count else {
+                return .failure(.lengthMismatch(expected: feedAt + feedFixedSize + payloadLength + trailerSize, actual: count))
+            }
+            feedSize = feedFixedSize + u16(feedAt + 17) + u16(feedAt + 19)
+        }
+        let expected = feedAt + feedSize + payloadLength + trailerSize
         guard expected == count else { return .failure(.lengthMismatch(expected: expected, actual: count)) }
         let body = count - trailerSize
         let stored = u32(body)
         let computed = bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[0..<body])) }
         guard stored == computed else { return .failure(.checksumMismatch(stored: stored, computed: computed)) }
-        guard flags & ~flagHasKey == 0 else { return .failure(.invalidFlags(flags)) }
+        guard flags & ~knownFlags == 0, flags & (flagShared | flagFromFeed) != (flagShared | flagFromFeed) else {
+            return .failure(.invalidFlags(flags))
+        }
         guard storedSequence == sequence else { return .failure(.sequenceMismatch(stored: storedSequence)) }
         var at = headerSize
         func text(_ length: Int) -> String? {
@@ -119,11 +160,25 @@ enum EventRecord {
         guard let type = text(typeLength) else { return .failure(.invalidText("type")) }
         guard let role = text(roleLength) else { return .failure(.invalidText("origin role")) }
         guard let keyText = text(keyLength) else { return .failure(.invalidText("key")) }
+        var source = EventSource.local
+        if flags & flagShared != 0 { source = .shared }
+        if flags & flagFromFeed != 0 {
+            let position = u64(at), originSequence = u64(at + 8), presence = u8(at + 16)
+            let ledgerLength = u16(at + 17), originKeyLength = u16(at + 19)
+            guard presence & ~3 == 0, presence & 1 != 0 || ledgerLength == 0, presence & 2 != 0 || originKeyLength == 0 else {
+                return .failure(.invalidText("feed origin presence"))
+            }
+            at += feedFixedSize
+            guard let ledger = text(ledgerLength) else { return .failure(.invalidText("feed origin ledger")) }
+            guard let originKey = text(originKeyLength) else { return .failure(.invalidText("feed origin key")) }
+            source = .feed(FeedOrigin(ledger: presence & 1 != 0 ? ledger : nil, sequence: originSequence,
+                                      key: presence & 2 != 0 ? originKey : nil, position: position))
+        }
         let payloadRange = at..<(at + payloadLength)
         let payload = bytes.withUnsafeBytes { [UInt8](UnsafeRawBufferPointer(rebasing: $0[payloadRange])) }
         return .success(Event(
             sequence: sequence, timestampMicros: Int64(bitPattern: timestamp),
             origin: Origin(role: role, pid: Int32(bitPattern: pid)), type: type,
-            key: flags & flagHasKey != 0 ? keyText : nil, payload: payload))
+            key: flags & flagHasKey != 0 ? keyText : nil, payload: payload, source: source))
     }
 }

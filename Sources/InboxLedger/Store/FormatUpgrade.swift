@@ -8,7 +8,9 @@ extension StoreTransaction {
     /// - format 2 → 3: every projection table's rows move under the table's prefix
     ///   (``ProjectionTable/storedPrefix``) into two trees — the state into `meta` beside `head`,
     ///   the others into the row tree (`counters`, emptied by the step before) — and the tables
-    ///   are emptied.
+    ///   are emptied;
+    /// - format 3 → 4: nothing moves (format 4 only adds event flags a library of format 3 does
+    ///   not read).
     /// A library of an older format then refuses the ledger
     /// (``LedgerError/newerFormat(path:found:supported:)``).
     func upgradeFormat() throws {

@@ -5,9 +5,11 @@ struct Schema: Sendable {
     /// The ledger format this library writes and the newest it reads. Format 1 kept the event
     /// counters in their own table, formats 1 and 2 each projection table in its own; a
     /// writable opening moves the counters into `meta`, the projection tables into two trees,
-    /// and writes 3 (``Ledger/upgradeFormat()``); a read-only handle reads formats 1 and 2 as
-    /// they are.
-    static let formatVersion: UInt32 = 3
+    /// and writes the current one (``Ledger/upgradeFormat()``); a read-only handle reads formats
+    /// 1 and 2 as they are. Format 4 adds event records with flag bits 1 and 2 (shared, from the
+    /// feed: docs/format.md), which a library of format 3 would take for damage; it moves
+    /// nothing, so a format-3 ledger is format 4 as it is.
+    static let formatVersion: UInt32 = 4
     /// The first format that keeps the projection tables in two trees (``ProjectionPlacement``).
     static let projectionsInTwoTreesSince: UInt32 = 3
 

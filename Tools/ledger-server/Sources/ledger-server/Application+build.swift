@@ -30,6 +30,10 @@ struct ServerSettings: Sendable {
     var longPollsPerUser = 16
     /// Device ledgers one user may have.
     var ledgersPerUser = 100
+    /// Custom feed entries one user may hold.
+    var customEntriesPerUser = RequestLimits.defaultCustomEntriesPerUser
+    /// The custom types accepted (`*`: all).
+    var customTypes = CustomTypes.all
     /// How tokens are verified (docs/sync.md, "Configuration").
     var identity: IdentityConfiguration
     /// Where the metrics go (``ServerMetrics``), served at `GET /metrics`; nil: no metrics.
@@ -37,7 +41,8 @@ struct ServerSettings: Sendable {
 
     /// The bounds the routes enforce.
     var requestLimits: RequestLimits {
-        RequestLimits(maxBodyBytes: maxBodyBytes, longPollsPerUser: longPollsPerUser, ledgersPerUser: ledgersPerUser)
+        RequestLimits(maxBodyBytes: maxBodyBytes, longPollsPerUser: longPollsPerUser, ledgersPerUser: ledgersPerUser,
+                      customEntriesPerUser: customEntriesPerUser, customTypes: customTypes)
     }
 }
 
@@ -48,7 +53,7 @@ struct ServerSettings: Sendable {
 /// close when idle (which bounds how long a request's headers may take).
 func buildApplication(_ settings: ServerSettings, logger: Logger) async throws -> some ApplicationProtocol {
     let verifier = try await IdentityVerifier(configuration: settings.identity, logger: logger)
-    logger.notice("database \(settings.database.description); \(verifier.summary)")
+    logger.notice("database \(settings.database.description); \(verifier.summary); custom types \(settings.customTypes), at most \(settings.customEntriesPerUser) custom feed entries per user")
     let store = try await connectPostgresStore(settings, logger: logger)
     let metrics = settings.metrics.map { registry in
         MetricsEndpoint(registry: registry) {

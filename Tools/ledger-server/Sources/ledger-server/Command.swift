@@ -135,6 +135,10 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Seconds a connection may stay without a request (also the time a request's headers may take).") var idleTimeout = 15
     @Option(help: "Long polls one user may hold open at once.") var longPollsPerUser = 16
     @Option(help: "Device ledgers one user may have.") var ledgersPerUser = 100
+    @Option(help: "The custom event types accepted from devices and publishes: * (every one) or comma-separated exact type names (default: $LEDGER_CUSTOM_TYPES or *).")
+    var customTypes: String?
+    @Option(help: "Custom feed entries one user may hold (devices' and published custom events).")
+    var customEntriesPerUser = RequestLimits.defaultCustomEntriesPerUser
     @ArgumentParser.Flag(inversion: .prefixedNo, help: "Metrics at GET /metrics, in Prometheus's text format (docs/operations.md, \"Watching the sync server\").")
     var metrics = true
     @OptionGroup var secret: SecretOption
@@ -150,7 +154,10 @@ struct Serve: AsyncParsableCommand {
         var settings = ServerSettings(
             host: host, port: port, database: try DatabaseURL(url), maxBodyBytes: maxBody, connections: connections,
             databaseWait: .seconds(databaseWait), idleTimeout: .seconds(idleTimeout), longPollsPerUser: longPollsPerUser,
-            ledgersPerUser: ledgersPerUser, identity: try identity.resolve(setting, developmentSecret: try secret.optional(setting)))
+            ledgersPerUser: ledgersPerUser, customEntriesPerUser: customEntriesPerUser,
+            customTypes: try CustomTypes(parsing: try setting.value(flag: customTypes, "LEDGER_CUSTOM_TYPES") ?? "*"),
+            identity: try identity.resolve(setting, developmentSecret: try secret.optional(setting)))
+        guard customEntriesPerUser >= 0 else { throw ValidationError("--custom-entries-per-user: \(customEntriesPerUser) is negative") }
         if metrics {
             // The process's one metrics system: swift-metrics' calls (ours, Hummingbird's) go to the registry /metrics emits.
             let registry = PrometheusCollectorRegistry()

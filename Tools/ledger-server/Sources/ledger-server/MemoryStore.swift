@@ -3,8 +3,8 @@ import InboxLedgerSync
 import Synchronization
 
 /// A ``SyncStore`` in this process's memory, for the router tests: no PostgreSQL, the same
-/// answers. It follows the SQL of ``Migrations`` rule for rule — `ledger_up_v3` (migration 5) for
-/// an up batch, `ledger_feed_append` (migration 4) for the feed and the message state, and
+/// answers. It follows the SQL of ``Migrations`` rule for rule — `ledger_up_v4` (migration 6) for
+/// an up batch, `ledger_feed_append_v2` (migration 6) for the feed and the message state, and
 /// ``PostgresStore``'s publish, down and state queries:
 ///
 /// - a ledger is bound to the user who sent its first batch (`403` for anyone else); a user's
@@ -14,16 +14,19 @@ import Synchronization
 /// - an event above `acked` is new; one at or below it is a duplicate only if the store holds the
 ///   same event there (type, key, time, payload) or held it before a replacement — another one
 ///   is a reused sequence: what was held moves aside and the event is applied (`reused`);
-/// - the new events' feed entries take dense feed numbers in event order; the last read flag of a
-///   message wins, removals stick, a publish's listing clears a removal it lists (the listing
-///   itself never lists a message held as removed: ``PublishListing``);
+/// - the new events' feed entries take dense feed numbers in event order, a custom event's with
+///   its origin; the last read flag of a message wins, removals stick, a publish's listing clears
+///   a removal it lists (the listing itself never lists a message held as removed:
+///   ``PublishListing``); a publish's custom events follow its listing, each with the origin
+///   `{role: "server", seq: its position}`;
+/// - a request whose custom entries would take its user beyond its bound is `429`;
 /// - every method checks before it writes, so a refusal writes nothing (the SQL's rollback).
 ///
 /// Where it deliberately differs: nothing survives the process; it is one process's state, so
 /// ``announce(_:)`` wakes only this process's long polls (no `NOTIFY`); ``health()`` is always
 /// up; ledgers in `/v1/state` are in byte order (PostgreSQL orders them by the database's
 /// collation, byte order under `C`); and it keeps no timestamps (`received_at`, `created_at`)
-/// nor the feed's `origin_ledger`, which no route reads. One lock serialises every call, where
+/// nor the `origin_ledger` of a built-in feed entry, which no route reads. One lock serialises every call, where
 /// PostgreSQL serialises per ledger and per user.
 final class MemoryStore: SyncStore {
     /// One device ledger (`ledgers`).
@@ -81,6 +84,8 @@ final class MemoryStore: SyncStore {
     struct UserRow: Sendable {
         /// The feed's entries, in order; entry `i` has sequence `i + 1`.
         var feed: [SyncWire.Change] = []
+        /// How many of them are custom entries (`users.custom_entries`).
+        var customEntries: Int64 = 0
         /// The messages by id.
         var messages: [String: MessageRow] = [:]
     }
@@ -110,7 +115,7 @@ final class MemoryStore: SyncStore {
     /// Its errors are ``APIError``s already.
     func apiError(for error: any Error) -> APIError? { error as? APIError }
 
-    /// `ledger_up_v3`, step by step (migration 5).
+    /// `ledger_up_v4`, step by step (migration 6).
     func up(_ batch: UpBatch) async throws -> UpOutcome {
         guard batch.version == UpBatch.currentVersion else {
             throw APIError(.internal, "the store knows batches of version \(UpBatch.currentVersion), not \(batch.version)")
@@ -154,24 +159,28 @@ final class MemoryStore: SyncStore {
         // The dedup record and the effect, of the new events only.
         let new = batch.events.filter { $0.seq > acked || fresh.contains($0.seq) }
         for event in new { ledger.events[event.seq] = HeldEvent(event) }
-        let changes = feedAppend(user: batch.user, entries: new.flatMap(\.feedEntries),
-                                 reads: new.flatMap { $0.reads.map { ($0.id, $0.read) } },
-                                 removed: new.flatMap(\.removed), listings: [], in: &c)
+        let changes = try feedAppend(user: batch.user, entries: new.flatMap { $0.feedEntries(ledger: batch.ledger) },
+                                     maxCustomEntries: batch.maxCustomEntries, reads: new.flatMap { $0.reads.map { ($0.id, $0.read) } },
+                                     removed: new.flatMap(\.removed), listings: [], in: &c)
         ledger.acked = max(ledger.acked, batch.through)
         c.ledgers[batch.ledger] = ledger
         return UpOutcome(acked: ledger.acked, applied: Int64(new.count), changes: changes, reused: Int64(fresh.count), lost: lost, refused: refused)
     }
 
-    /// `ledger_feed_append` (migration 4): dense feed numbers in order, then the message state
-    /// — the last read flag per message, removals, listings (which clear a removal). Nothing
-    /// at all without an entry. Answers the entries appended.
-    private static func feedAppend(user: String, entries: [(type: String, payload: String)], reads: [(id: String, read: Bool)],
-                                   removed: [String], listings: [(id: String, listing: String)], in c: inout Contents) -> Int64 {
+    /// `ledger_feed_append_v2` (migration 6): the per-user bound on custom entries (`429`,
+    /// nothing written), dense feed numbers in order, then the message state — the last read
+    /// flag per message, removals, listings (which clear a removal). Nothing at all without an
+    /// entry. Answers the entries appended.
+    private static func feedAppend(user: String, entries: [UpBatch.FeedRow], maxCustomEntries: Int64, reads: [(id: String, read: Bool)],
+                                   removed: [String], listings: [(id: String, listing: String)], in c: inout Contents) throws(APIError) -> Int64 {
         guard !entries.isEmpty else { return 0 }
         var row = c.users[user] ?? UserRow()
-        for entry in entries {
-            row.feed.append(SyncWire.Change(seq: UInt64(row.feed.count + 1), type: entry.type, payload: entry.payload))
+        let custom = Int64(entries.count { $0.origin != nil })
+        if custom > 0, row.customEntries + custom > maxCustomEntries {
+            throw APIError(.tooMany, "user \(user) already holds \(row.customEntries) custom feed entries of at most \(maxCustomEntries); \(custom) more are refused (ledger-server --custom-entries-per-user)")
         }
+        row.customEntries += custom
+        for entry in entries { row.feed.append(entry.change(seq: UInt64(row.feed.count + 1))) }
         for read in reads { row.messages[read.id, default: MessageRow()].read = read.read }
         for id in removed { row.messages[id, default: MessageRow()].removed = true }
         for listing in listings {
@@ -182,22 +191,35 @@ final class MemoryStore: SyncStore {
         return Int64(entries.count)
     }
 
-    /// ``PostgresStore``'s publish: the server's flags and removals of the listed ids, then one
-    /// listing through ``feedAppend(user:entries:reads:removed:listings:in:)``.
-    func publish(user: String, request: SyncWire.PublishRequest) async throws -> SyncWire.PublishResponse {
+    /// ``PostgresStore``'s publish: the server's flags and removals of the listed ids, then the
+    /// listing (when the request has one) and the custom events after it, through
+    /// ``feedAppend(user:entries:maxCustomEntries:reads:removed:listings:in:)`` — the bound checked
+    /// before anything is written.
+    func publish(_ publication: Publication) async throws -> SyncWire.PublishResponse {
         try contents.withLock { c in
-            let held = c.users[user]?.messages ?? [:]
-            var flags: [String: Bool] = [:]
-            var removedHere = Set<String>()
-            for message in request.messages {
-                guard let row = held[message.id] else { continue }
-                if let read = row.read { flags[message.id] = read }
-                if row.removed { removedHere.insert(message.id) }
+            let user = publication.user
+            let head = UInt64(c.users[user]?.feed.count ?? 0)
+            var entries: [UpBatch.FeedRow] = []
+            var removed: [String] = []
+            var listings: [(id: String, listing: String)] = []
+            if publication.hasListing {
+                let held = c.users[user]?.messages ?? [:]
+                var flags: [String: Bool] = [:]
+                var removedHere = Set<String>()
+                for message in publication.request.messages {
+                    guard let row = held[message.id] else { continue }
+                    if let read = row.read { flags[message.id] = read }
+                    if row.removed { removedHere.insert(message.id) }
+                }
+                let listing = try PublishListing(publication.request, flags: flags, removedHere: removedHere)
+                entries.append(UpBatch.FeedRow(type: PublishListing.type, payload: listing.payload))
+                removed = listing.removed
+                listings = Array(zip(listing.listingIDs, listing.listings))
             }
-            let listing = try PublishListing(request, flags: flags, removedHere: removedHere)
-            _ = Self.feedAppend(user: user, entries: [(PublishListing.type, listing.payload)], reads: [], removed: listing.removed,
-                                listings: Array(zip(listing.listingIDs, listing.listings)), in: &c)
-            return SyncWire.PublishResponse(seq: UInt64(c.users[user]?.feed.count ?? 0))
+            entries += publication.eventRows(first: head + UInt64(entries.count) + 1)
+            let appended = try Self.feedAppend(user: user, entries: entries, maxCustomEntries: publication.maxCustomEntries, reads: [],
+                                               removed: removed, listings: listings, in: &c)
+            return SyncWire.PublishResponse(seq: head + UInt64(appended))
         }
     }
 

@@ -356,6 +356,174 @@ enum Migrations {
             $fn$
             """,
         ]),
+        // Custom events go down the feed (docs/sync.md, "Down"): every custom event a device
+        // sends — and every one the backend publishes — is appended to its user's feed in the
+        // order the server applies it, carrying its envelope where it was made (`origin_*`:
+        // the device's ledger and sequence, its commit time, the appending process's role, its
+        // key) and its payload in the form `device_events` keeps (base64 when the bytes are not
+        // UTF-8 or hold U+0000: `payload_is_base64`). A built-in entry (a listing, a read, a
+        // removal) has no origin role: `origin_role IS NULL` tells the two apart (`origin_ledger`
+        // has always held the ledger whose batch made an entry, built-in or not). `users.custom_entries`
+        // counts a user's custom entries, bounded by `--custom-entries-per-user` (LG429).
+        // New functions rather than new bodies under the old names: `ledger_feed_append`'s
+        // arguments grow (a function's signature is its name), and `ledger_up_v3` stays exactly
+        // the code the previous release was tested with while it still runs during a rolling
+        // deploy (its batches make no custom entries). `ledger_up_v4` takes the batch of
+        // version 2: `maxCustomEntries`, and a feed entry `{"role": R}` — the event itself, its
+        // own type and stored payload, with the origin {ledger, seq, time, role R, key}.
+        Migration(6, "custom events in the feed: feed.origin_*, users.custom_entries, ledger_up_v4", [
+            """
+            ALTER TABLE feed ADD COLUMN payload_is_base64 boolean NOT NULL DEFAULT false, ADD COLUMN origin_seq bigint,
+                ADD COLUMN origin_time bigint, ADD COLUMN origin_role text, ADD COLUMN origin_key text
+            """,
+            "ALTER TABLE users ADD COLUMN custom_entries bigint NOT NULL DEFAULT 0",
+            """
+            CREATE FUNCTION ledger_feed_append_v2(p_user text, p_origin text, p_max_custom bigint,
+                f_type text[], f_payload text[], f_base64 boolean[],
+                f_origin_seq bigint[], f_origin_time bigint[], f_origin_role text[], f_origin_key text[],
+                r_id text[], r_read boolean[], x_id text[], l_id text[], l_listing text[])
+            RETURNS bigint LANGUAGE plpgsql AS $fn$
+            DECLARE
+                v_n bigint := coalesce(cardinality(f_type), 0); v_head bigint; v_held bigint;
+                v_custom bigint := (SELECT count(r) FROM unnest(f_origin_role) AS x(r));
+            BEGIN
+                IF v_n = 0 THEN RETURN 0; END IF;
+                -- Dense feed numbers reserved at once under the user row's lock, in order; the
+                -- custom entries counted under the same lock.
+                INSERT INTO users AS u (user_id, feed_head, custom_entries) VALUES (p_user, v_n, v_custom)
+                ON CONFLICT (user_id) DO UPDATE SET feed_head = u.feed_head + EXCLUDED.feed_head,
+                    custom_entries = u.custom_entries + EXCLUDED.custom_entries
+                RETURNING u.feed_head, u.custom_entries INTO v_head, v_held;
+                -- The per-user bound on custom entries (the raise rolls the whole request back).
+                IF v_custom > 0 AND v_held > p_max_custom THEN
+                    RAISE EXCEPTION USING ERRCODE = 'LG429',
+                        MESSAGE = 'user ' || p_user || ' already holds ' || (v_held - v_custom) || ' custom feed entries of at most ' || p_max_custom
+                            || '; ' || v_custom || ' more are refused (ledger-server --custom-entries-per-user)';
+                END IF;
+                -- The origin arrays may be shorter (empty: no custom entry); unnest pads them with NULL.
+                INSERT INTO feed (user_id, seq, type, payload, origin_ledger, payload_is_base64, origin_seq, origin_time, origin_role, origin_key)
+                SELECT p_user, v_head - v_n + o, t, p, p_origin, coalesce(b, false), s, tm, r, k
+                FROM unnest(f_type, f_payload, f_base64, f_origin_seq, f_origin_time, f_origin_role, f_origin_key)
+                    WITH ORDINALITY AS f(t, p, b, s, tm, r, k, o)
+                WHERE o <= v_n;
+                -- The server's state: the last read flag per message, removals, listings (an upsert touches a row once).
+                INSERT INTO messages (user_id, message_id, read)
+                SELECT DISTINCT ON (i) p_user, i, r FROM unnest(r_id, r_read) WITH ORDINALITY AS x(i, r, o) ORDER BY i, o DESC
+                ON CONFLICT (user_id, message_id) DO UPDATE SET read = EXCLUDED.read;
+                INSERT INTO messages (user_id, message_id, removed)
+                SELECT DISTINCT p_user, i, true FROM unnest(x_id) AS x(i)
+                ON CONFLICT (user_id, message_id) DO UPDATE SET removed = true;
+                INSERT INTO messages (user_id, message_id, listing, removed)
+                SELECT DISTINCT ON (i) p_user, i, l, false FROM unnest(l_id, l_listing) WITH ORDINALITY AS x(i, l, o) ORDER BY i, o DESC
+                ON CONFLICT (user_id, message_id) DO UPDATE SET listing = EXCLUDED.listing, removed = false;
+                RETURN v_n;
+            END
+            $fn$
+            """,
+            """
+            CREATE FUNCTION ledger_up_v4(p_batch jsonb) RETURNS jsonb LANGUAGE plpgsql SET jit = off AS $fn$
+            DECLARE
+                v_ledger text := p_batch->>'ledger';
+                v_user text := p_batch->>'user';
+                v_max_ledgers bigint := (p_batch->>'maxLedgers')::bigint;
+                v_max_custom bigint := (p_batch->>'maxCustomEntries')::bigint;
+                v_after bigint := (p_batch->>'after')::bigint;
+                v_through bigint := (p_batch->>'through')::bigint;
+                v_lost_through bigint := (p_batch->>'lostThrough')::bigint;
+                v_events jsonb := p_batch->'events';
+                v_apply jsonb := v_events;
+                v_owner text; v_acked bigint; v_new boolean; v_applied bigint; v_changes bigint;
+                v_fresh bigint[] := '{}'; v_reused bigint := 0; v_lost bigint := 0; v_refused bigint := 0;
+                v_types text[]; v_payloads text[]; v_base64 boolean[];
+                v_origin_seqs bigint[]; v_origin_times bigint[]; v_origin_roles text[]; v_origin_keys text[];
+                v_read_ids text[]; v_read_flags boolean[];
+            BEGIN
+                IF p_batch->'version' IS DISTINCT FROM '2'::jsonb OR v_ledger IS NULL OR v_user IS NULL OR v_max_ledgers IS NULL
+                   OR v_max_custom IS NULL OR v_after IS NULL OR v_through IS NULL OR jsonb_typeof(v_events) IS DISTINCT FROM 'array' THEN
+                    RAISE EXCEPTION USING ERRCODE = 'LG500',
+                        MESSAGE = 'ledger_up_v4 takes a batch of version 2 with ledger, user, maxLedgers, maxCustomEntries, after, through and events';
+                END IF;
+                -- Creates the ledger's row bound to this user, or locks the existing one: the lock
+                -- serialises this ledger's batches.
+                INSERT INTO ledgers AS l (ledger_id, user_id) VALUES (v_ledger, v_user)
+                ON CONFLICT (ledger_id) DO UPDATE SET updated_at = now() RETURNING l.user_id, l.acked, l.xmax = 0 INTO v_owner, v_acked, v_new;
+                IF v_owner <> v_user THEN
+                    RAISE EXCEPTION USING ERRCODE = 'LG403', MESSAGE = 'ledger ' || v_ledger || ' belongs to another user';
+                END IF;
+                -- The per-user bound on ledgers, checked when one is created (the raise rolls the creation back).
+                IF v_new AND (SELECT count(*) FROM ledgers WHERE user_id = v_user) > v_max_ledgers THEN
+                    RAISE EXCEPTION USING ERRCODE = 'LG429',
+                        MESSAGE = 'user ' || v_user || ' already has ' || v_max_ledgers || ' ledgers; a new one is refused (ledger-server --ledgers-per-user)';
+                END IF;
+                IF v_after > v_acked THEN
+                    RAISE EXCEPTION USING ERRCODE = 'LG409', DETAIL = v_acked::text,
+                        MESSAGE = 'the batch starts after ' || v_after || ' but the server holds this ledger only through ' || v_acked;
+                END IF;
+                -- Sequences the device lost before sending them (its compaction trimmed them): those not held.
+                IF v_lost_through IS NOT NULL AND v_lost_through > v_acked THEN
+                    v_lost := v_lost_through - v_acked;
+                    UPDATE ledgers SET lost = lost + v_lost WHERE ledger_id = v_ledger;
+                END IF;
+                -- Events the device skips because a server refused them: those above what is held, counted once
+                -- (a batch sent again declares them at or below acked).
+                SELECT count(*) INTO v_refused FROM jsonb_array_elements_text(coalesce(p_batch->'refused', '[]'::jsonb)) AS r(s)
+                WHERE r.s::bigint > v_acked;
+                IF v_refused > 0 THEN
+                    UPDATE ledgers SET refused = refused + v_refused WHERE ledger_id = v_ledger;
+                END IF;
+                -- At or below acked an event is a duplicate only if the server holds the same event
+                -- there (or held it before a replacement); another one is new: a restored or copied
+                -- ledger reusing the sequence. What was held there moves aside; v_apply keeps the new events.
+                IF jsonb_path_exists(v_events, '$[*] ? (@.seq <= $acked)', jsonb_build_object('acked', v_acked)) THEN
+                    v_fresh := ARRAY(
+                        SELECT e.seq FROM jsonb_to_recordset(v_events) AS e(seq bigint, type text, key text, "time" bigint, payload text, base64 boolean)
+                        WHERE e.seq <= v_acked
+                          AND NOT EXISTS (SELECT 1 FROM device_events d WHERE d.ledger_id = v_ledger AND d.seq = e.seq AND d.type = e.type
+                                AND d.key IS NOT DISTINCT FROM e.key AND d.time_micros = e."time" AND d.payload = e.payload AND d.payload_is_base64 = coalesce(e.base64, false))
+                          AND NOT EXISTS (SELECT 1 FROM device_events_replaced d WHERE d.ledger_id = v_ledger AND d.seq = e.seq AND d.type = e.type
+                                AND d.key IS NOT DISTINCT FROM e.key AND d.time_micros = e."time" AND d.payload = e.payload AND d.payload_is_base64 = coalesce(e.base64, false)));
+                    v_reused := cardinality(v_fresh);
+                    v_apply := jsonb_path_query_array(v_events, '$[*] ? (@.seq > $acked || @.seq == $fresh[*])',
+                                                      jsonb_build_object('acked', v_acked, 'fresh', to_jsonb(v_fresh)));
+                    IF v_reused > 0 THEN
+                        WITH moved AS (DELETE FROM device_events WHERE ledger_id = v_ledger AND seq = ANY (v_fresh) RETURNING *)
+                        INSERT INTO device_events_replaced (ledger_id, seq, user_id, type, key, time_micros, payload, payload_is_base64, received_at)
+                        SELECT ledger_id, seq, user_id, type, key, time_micros, payload, payload_is_base64, received_at FROM moved;
+                        UPDATE ledgers SET reused = reused + v_reused WHERE ledger_id = v_ledger;
+                    END IF;
+                END IF;
+                -- The deduplication record.
+                INSERT INTO device_events (ledger_id, seq, user_id, type, key, time_micros, payload, payload_is_base64)
+                SELECT v_ledger, e.seq, v_user, e.type, e.key, e."time", e.payload, coalesce(e.base64, false)
+                FROM jsonb_to_recordset(v_apply) AS e(seq bigint, type text, key text, "time" bigint, payload text, base64 boolean);
+                GET DIAGNOSTICS v_applied = ROW_COUNT;
+                -- The effect, of the new events only: their feed entries in event order (an entry without
+                -- type or payload is the event's own, its payload in the stored form; an entry with a role
+                -- is a custom event's, with its origin), their reads in order (the last flag of a message
+                -- wins), their removals — through the same ledger_feed_append_v2 as a publish.
+                SELECT array_agg(coalesce(f.type, e.type) ORDER BY e.o, f.o), array_agg(coalesce(f.payload, e.payload) ORDER BY e.o, f.o),
+                       array_agg(f.payload IS NULL AND coalesce(e.base64, false) ORDER BY e.o, f.o),
+                       array_agg(CASE WHEN f.role IS NOT NULL THEN e.seq END ORDER BY e.o, f.o),
+                       array_agg(CASE WHEN f.role IS NOT NULL THEN e."time" END ORDER BY e.o, f.o),
+                       array_agg(f.role ORDER BY e.o, f.o),
+                       array_agg(CASE WHEN f.role IS NOT NULL THEN e.key END ORDER BY e.o, f.o)
+                INTO v_types, v_payloads, v_base64, v_origin_seqs, v_origin_times, v_origin_roles, v_origin_keys
+                FROM ROWS FROM (jsonb_to_recordset(v_apply) AS (seq bigint, type text, key text, "time" bigint, payload text, base64 boolean, feed jsonb))
+                    WITH ORDINALITY AS e(seq, type, key, "time", payload, base64, feed, o)
+                CROSS JOIN LATERAL ROWS FROM (jsonb_to_recordset(e.feed) AS (type text, payload text, role text)) WITH ORDINALITY AS f(type, payload, role, o)
+                WHERE e.feed IS NOT NULL;
+                SELECT array_agg(r->>'id' ORDER BY o), array_agg((r->>'read')::boolean ORDER BY o) INTO v_read_ids, v_read_flags
+                FROM jsonb_path_query(v_apply, '$[*].reads[*]') WITH ORDINALITY AS x(r, o);
+                v_changes := ledger_feed_append_v2(v_user, v_ledger, v_max_custom, v_types, v_payloads, v_base64,
+                    v_origin_seqs, v_origin_times, v_origin_roles, v_origin_keys, v_read_ids, v_read_flags,
+                    ARRAY(SELECT i #>> '{}' FROM jsonb_path_query(v_apply, '$[*].removed[*]') AS x(i)), '{}', '{}');
+                UPDATE ledgers SET acked = greatest(acked, v_through) WHERE ledger_id = v_ledger RETURNING acked INTO v_acked;
+                RETURN jsonb_build_object('acked', v_acked, 'applied', v_applied, 'changes', v_changes, 'reused', v_reused, 'lost', v_lost,
+                                          'refused', v_refused);
+            END
+            $fn$
+            """,
+        ]),
     ]
 
     /// The advisory lock every starting server takes around the check and the migrations.

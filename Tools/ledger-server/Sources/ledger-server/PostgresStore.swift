@@ -44,28 +44,28 @@ struct PostgresStore: SyncStore {
     func apiError(for error: any Error) -> APIError? { database.apiError(for: error) }
 
     /// `POST /v1/up` (docs/sync.md): the dedup record, the declared losses and the effect in one
-    /// statement, `SELECT ledger_up_v3($batch)` (migration 5), its own transaction. The batch
+    /// statement, `SELECT ledger_up_v4($batch)` (migration 6), its own transaction. The batch
     /// carries every event with its feed entries; the function writes those of the new events
     /// (above `acked`, or reusing a sequence with another event).
     func up(_ batch: UpBatch) async throws -> UpOutcome {
-        let call: PostgresQuery = try "SELECT ledger_up_v3(\(batch))"
+        let call: PostgresQuery = try "SELECT ledger_up_v4(\(batch))"
         let logger = self.logger
         return try await database.withConnection { c in
             var outcome: UpOutcome?
             for try await answer in try await c.query(call, logger: logger).decode(UpOutcome.self) { outcome = answer }
-            guard let outcome else { throw APIError(.internal, "ledger_up_v3 answered no row") }
+            guard let outcome else { throw APIError(.internal, "ledger_up_v4 answered no row") }
             return outcome
         }
     }
 
-    /// `POST /v1/publish`: one delta listing, each message with the server's read flag, through
-    /// the same `ledger_feed_append` as a device batch's effects.
-    func publish(user: String, request: SyncWire.PublishRequest) async throws -> SyncWire.PublishResponse {
+    /// `POST /v1/publish`: one delta listing, each message with the server's read flag, then the
+    /// custom events, through the same `ledger_feed_append_v2` as a device batch's effects.
+    func publish(_ publication: Publication) async throws -> SyncWire.PublishResponse {
         let logger = self.logger
         return try await database.withConnection { c in
             try await c.query("BEGIN", logger: logger)
             do {
-                let answer = try await Self.publish(user: user, request: request, on: c, logger: logger)
+                let answer = try await Self.publish(publication, on: c, logger: logger)
                 try await c.query("COMMIT", logger: logger)
                 return answer
             } catch {
@@ -76,30 +76,64 @@ struct PostgresStore: SyncStore {
     }
 
     /// The publish's statements on `c`, inside the caller's transaction.
-    private static func publish(user: String, request: SyncWire.PublishRequest, on c: PostgresConnection, logger: Logger) async throws -> SyncWire.PublishResponse {
-        // Lock the feed first so a read applied concurrently is either in the flags or after the listing.
-        try await c.query("INSERT INTO users (user_id) VALUES (\(user)) ON CONFLICT (user_id) DO UPDATE SET feed_head = users.feed_head", logger: logger)
-        let ids = request.messages.map(\.id)
-        var flags: [String: Bool] = [:]
-        var removedHere = Set<String>()
-        for try await (id, read, removed) in try await c.query(
-            "SELECT message_id, read, removed FROM messages WHERE user_id = \(user) AND message_id = ANY(\(ids)::text[])",
-            logger: logger).decode((String, Bool?, Bool).self) {
-            if let read { flags[id] = read }
-            if removed { removedHere.insert(id) }
-        }
-        // Removed messages stay removed; the server's flags fill those without one (PublishListing).
-        let listing = try PublishListing(request, flags: flags, removedHere: removedHere)
-        let feedTypes = [PublishListing.type], feedPayloads = [listing.payload], removedIDs = listing.removed
-        let listingIDs = listing.listingIDs, listings = listing.listings
-        let noIDs: [String] = [], noFlags: [Bool] = []
-        try await c.query("""
-            SELECT ledger_feed_append(\(user), NULL, \(feedTypes)::text[], \(feedPayloads)::text[], \(noIDs)::text[], \(noFlags)::bool[],
-                \(removedIDs)::text[], \(listingIDs)::text[], \(listings)::text[])
-            """, logger: logger)
+    private static func publish(_ publication: Publication, on c: PostgresConnection, logger: Logger) async throws -> SyncWire.PublishResponse {
+        let user = publication.user
+        // Lock the feed first so a read applied concurrently is either in the flags or after the
+        // listing, and the head stays what it is until the commit: the events' own positions.
         var head: Int64 = 0
-        for try await h in try await c.query("SELECT feed_head FROM users WHERE user_id = \(user)", logger: logger).decode(Int64.self) { head = h }
-        return SyncWire.PublishResponse(seq: UInt64(head))
+        for try await h in try await c.query(
+            "INSERT INTO users (user_id) VALUES (\(user)) ON CONFLICT (user_id) DO UPDATE SET feed_head = users.feed_head RETURNING feed_head",
+            logger: logger).decode(Int64.self) { head = h }
+        var appended: Int64 = 0
+        if publication.hasListing {
+            let ids = publication.request.messages.map(\.id)
+            var flags: [String: Bool] = [:]
+            var removedHere = Set<String>()
+            for try await (id, read, removed) in try await c.query(
+                "SELECT message_id, read, removed FROM messages WHERE user_id = \(user) AND message_id = ANY(\(ids)::text[])",
+                logger: logger).decode((String, Bool?, Bool).self) {
+                if let read { flags[id] = read }
+                if removed { removedHere.insert(id) }
+            }
+            // Removed messages stay removed; the server's flags fill those without one (PublishListing).
+            let listing = try PublishListing(publication.request, flags: flags, removedHere: removedHere)
+            let types = [PublishListing.type], payloads = [listing.payload], removedIDs = listing.removed
+            let listingIDs = listing.listingIDs, listings = listing.listings
+            let noIDs: [String] = [], noFlags: [Bool] = [], none: [String] = [], noBits: [Bool] = [], noNumbers: [Int64] = []
+            appended += try await Self.single(c.query("""
+                SELECT ledger_feed_append_v2(\(user), NULL, \(publication.maxCustomEntries), \(types)::text[], \(payloads)::text[], \(noBits)::bool[],
+                    \(noNumbers)::int8[], \(noNumbers)::int8[], \(none)::text[], \(none)::text[], \(noIDs)::text[], \(noFlags)::bool[],
+                    \(removedIDs)::text[], \(listingIDs)::text[], \(listings)::text[])
+                """, logger: logger), "ledger_feed_append_v2")
+        }
+        if !publication.events.isEmpty {
+            // The events after the listing, each with its origin (the origin arrays cannot hold the
+            // listing's NULLs: postgres-nio encodes no optional array element, so a second call).
+            let rows = publication.eventRows(first: UInt64(head + appended + 1))
+            let types = rows.map(\.type), payloads = rows.map(\.payload), base64 = rows.map(\.base64)
+            let seqs = rows.map { Int64($0.origin?.seq ?? 0) }, times = rows.map { $0.origin?.time ?? 0 }
+            let roles = rows.map { $0.origin?.role ?? Publication.role }
+            // A key is NULL where an event has none: the keys go as text with the empty string for
+            // none (no key is empty: 1–256 bytes), which the statement turns back into NULL.
+            let keys = rows.map { $0.origin?.key ?? "" }
+            let none: [String] = [], noFlags: [Bool] = []
+            appended += try await Self.single(c.query("""
+                SELECT ledger_feed_append_v2(\(user), NULL, \(publication.maxCustomEntries), \(types)::text[], \(payloads)::text[], \(base64)::bool[],
+                    \(seqs)::int8[], \(times)::int8[], \(roles)::text[], ARRAY(SELECT NULLIF(k, '') FROM unnest(\(keys)::text[]) WITH ORDINALITY AS x(k, o) ORDER BY o),
+                    \(none)::text[], \(noFlags)::bool[], \(none)::text[], \(none)::text[], \(none)::text[])
+                """, logger: logger), "ledger_feed_append_v2")
+        }
+        let expected = Int64((publication.hasListing ? 1 : 0) + publication.events.count)
+        guard appended == expected else { throw APIError(.internal, "ledger_feed_append_v2 appended \(appended) of \(expected) entries") }
+        return SyncWire.PublishResponse(seq: UInt64(head + appended))
+    }
+
+    /// The one bigint a statement answers (a function's result), or an internal error naming `what`.
+    private static func single(_ rows: PostgresRowSequence, _ what: String) async throws -> Int64 {
+        var value: Int64?
+        for try await n in rows.decode(Int64.self) { value = n }
+        guard let value else { throw APIError(.internal, "\(what) answered no row") }
+        return value
     }
 
     /// `GET /v1/down`: the feed after `after`.
@@ -109,18 +143,27 @@ struct PostgresStore: SyncStore {
             // The entries and the head in ONE statement, so one snapshot: a batch commits its feed
             // entries and `feed_head` together, and two statements could see the head of a batch
             // whose entries the first did not (an empty page below its head, issue 40).
+            // A custom entry (origin_role set) carries its origin and, as the feed holds it, its
+            // payload in base64 when its bytes are not UTF-8 or hold U+0000.
             var changes: [SyncWire.Change] = []
             var head: Int64 = 0
-            for try await (h, seq, type, payload) in try await c.query(
+            for try await (h, seq, type, payload, base64, ledger, originSeq, time, role, key) in try await c.query(
                 """
-                SELECT u.feed_head, f.seq, f.type, f.payload FROM users u
-                LEFT JOIN LATERAL (SELECT seq, type, payload FROM feed
-                                   WHERE user_id = u.user_id AND seq > \(Int64(after)) ORDER BY seq LIMIT \(limit)) f ON true
+                SELECT u.feed_head, f.seq, f.type, f.payload, f.payload_is_base64, f.origin_ledger, f.origin_seq, f.origin_time,
+                       f.origin_role, f.origin_key FROM users u
+                LEFT JOIN LATERAL (SELECT seq, type, payload, payload_is_base64, origin_ledger, origin_seq, origin_time, origin_role, origin_key
+                                   FROM feed WHERE user_id = u.user_id AND seq > \(Int64(after)) ORDER BY seq LIMIT \(limit)) f ON true
                 WHERE u.user_id = \(user) ORDER BY f.seq
                 """,
-                logger: logger).decode((Int64, Int64?, String?, String?).self) {
+                logger: logger).decode((Int64, Int64?, String?, String?, Bool?, String?, Int64?, Int64?, String?, String?).self) {
                 head = h
-                if let seq, let type, let payload { changes.append(SyncWire.Change(seq: UInt64(seq), type: type, payload: payload)) }
+                guard let seq, let type, let payload else { continue }
+                var origin: SyncWire.ChangeOrigin?
+                if let role {
+                    guard let originSeq, let time else { throw APIError(.internal, "feed entry \(seq) of \(user) has an origin role but no origin sequence or time") }
+                    origin = SyncWire.ChangeOrigin(ledger: ledger, seq: UInt64(originSeq), time: time, role: role, key: key)
+                }
+                changes.append(UpBatch.FeedRow(type: type, payload: payload, base64: base64 ?? false, origin: origin).change(seq: UInt64(seq)))
             }
             return SyncWire.DownResponse(user: user, head: UInt64(max(head, Int64(changes.last?.seq ?? 0))), changes: changes)
         }

@@ -32,6 +32,15 @@ struct RequestLimits: Sendable {
     var longPollsPerUser = 16
     /// Device ledgers one user may have (`429`, nothing created, beyond).
     var ledgersPerUser = 100
+    /// Custom feed entries one user may hold — custom events from devices and from publishes
+    /// (`429`, nothing written, beyond): a guard against a runaway sender, far above what an app
+    /// writes by hand.
+    var customEntriesPerUser = RequestLimits.defaultCustomEntriesPerUser
+    /// The custom types accepted (`400` for another, on the refused-event path).
+    var customTypes = CustomTypes.all
+
+    /// The default of ``customEntriesPerUser`` (`--custom-entries-per-user`).
+    static let defaultCustomEntriesPerUser = 1_000_000
 }
 
 /// The HTTP side: authentication, bounded bodies, validation, and JSON answers (docs/sync.md),
@@ -77,7 +86,8 @@ struct API<Store: SyncStore>: Sendable {
     func up(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let claims = try authenticate(context, scope: .device)
         let body: SyncWire.UpRequest = try await decodeBody(request, context)
-        let batch = UpBatch(user: claims.user, request: body, events: try validate(body), maxLedgers: limits.ledgersPerUser)
+        let batch = UpBatch(user: claims.user, request: body, events: try validate(body), maxLedgers: limits.ledgersPerUser,
+                            maxCustomEntries: limits.customEntriesPerUser)
         let outcome = try await ServerMetrics.timing("up") { try await store.up(batch) }
         guard outcome.acked >= batch.through else { throw APIError(.internal, "the store answered no acknowledgement") }
         ServerMetrics.feedEntries(outcome.changes)
@@ -133,22 +143,14 @@ struct API<Store: SyncStore>: Sendable {
         return try Self.json(page)
     }
 
-    /// `POST /v1/publish` (publish tokens): a listing validated by the ledger's own decoder, then stored.
+    /// `POST /v1/publish` (publish tokens): a listing validated by the ledger's own decoder and
+    /// custom events validated like a device's, then stored.
     func publish(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let claims = try authenticate(context, scope: .publish)
         let body: SyncWire.PublishRequest = try await decodeBody(request, context)
-        guard !body.messages.isEmpty || !(body.removed ?? []).isEmpty else { throw APIError.badRequest("nothing to publish") }
-        // The ledger's own validation of a listing (ids, dates, duplicates), before anything is written.
-        do {
-            let payload = try DomainEvent.inboxSynced(InboxSync(mode: .delta, messages: body.messages, removed: body.removed ?? [])).newEvent().payload
-            _ = try DomainEvent.decode(type: BuiltInEventType.inboxSynced.rawValue, payload: payload)
-        } catch {
-            throw APIError.badRequest("invalid listing: \(error)")
-        }
-        for (i, message) in body.messages.enumerated() { try Self.checkIdentifier(message.id, at: "messages[\(i)].id") }
-        for (i, id) in (body.removed ?? []).enumerated() { try Self.checkIdentifier(id, at: "removed[\(i)]") }
-        let answer = try await ServerMetrics.timing("publish") { try await store.publish(user: claims.user, request: body) }
-        ServerMetrics.feedEntries(1)
+        let publication = try validatePublication(body, user: claims.user)
+        let answer = try await ServerMetrics.timing("publish") { try await store.publish(publication) }
+        ServerMetrics.feedEntries(Int64((publication.hasListing ? 1 : 0) + publication.events.count))
         store.announce(claims.user)  // after the commit
         return try Self.json(answer)
     }
@@ -248,21 +250,15 @@ struct API<Store: SyncStore>: Sendable {
     /// One event's content — its type, key, payload and identifiers — as the server keeps it,
     /// with its effects; a 400 naming the field (`events[3].data.ids[0]`) when it is refused.
     func validateContent(of event: SyncWire.UpEvent, at: String) throws -> UpBatch.Event {
-        let wire = SyncWire.Limits.self
-        guard wire.typeBytes.contains(event.type.utf8.count), event.type.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else {
-            throw APIError.badRequest("\(at).type: \(wire.typeBytes.lowerBound)–\(wire.typeBytes.upperBound) bytes of printable ASCII without spaces")
-        }
+        try Self.checkTypeName(event.type, at: at)
         if BuiltInEventType(rawValue: event.type) == nil, BuiltInEventType.isReserved(event.type) {
             throw APIError.badRequest("\(at).type: '\(event.type)' is in a namespace reserved for built-in event types (\(BuiltInEventType.reservedNamespaces.sorted().joined(separator: ", "))) and is not one of them; no ledger appends it")
         }
-        if let key = event.key {
-            guard wire.keyBytes.contains(key.utf8.count) else { throw APIError.badRequest("\(at).key: \(wire.keyBytes.lowerBound)–\(wire.keyBytes.upperBound) bytes") }
-            try Self.checkIdentifier(key, at: "\(at).key")
+        if let key = event.key { try Self.checkKey(key, at: "\(at).key") }
+        if let role = event.role, let problem = Self.roleProblem(role) {
+            throw APIError.badRequest("\(at).role: \(String(reflecting: role)) \(problem)")
         }
-        guard (event.payload == nil) != (event.payloadBase64 == nil), let bytes = event.payloadBytes else {
-            throw APIError.badRequest("\(at): exactly one of payload or payloadBase64 (valid base64)")
-        }
-        guard bytes.count <= wire.payloadBytes else { throw APIError.badRequest("\(at): payload over \(wire.payloadBytes) bytes") }
+        let bytes = try Self.payloadBytes(text: event.payload, base64: event.payloadBase64, at: at)
         let decoded: DomainEvent
         do {
             decoded = try DomainEvent.decode(type: event.type, payload: bytes)
@@ -272,14 +268,67 @@ struct API<Store: SyncStore>: Sendable {
             throw APIError.badRequest("\(at) (\(event.type)): \(error)")
         }
         let text = String(validating: bytes, as: UTF8.self)
-        // The payload as stored: text when the bytes are UTF-8 without U+0000, else base64 —
-        // one form per payload whichever encoding carried it, so equal events compare equal.
-        let stored = text.flatMap { $0.utf8.contains(0) ? nil : $0 }.map { ($0, false) } ?? (Data(bytes).base64EncodedString(), true)
+        let stored = Self.stored(bytes, text: text)
         var validated = UpBatch.Event(seq: Int64(event.seq), type: event.type, key: event.key, time: event.time,
-                                      payload: stored.0, base64: stored.1)
-        try Self.addEffects(of: decoded, to: &validated, text: text, at: at)
+                                      payload: stored.payload, base64: stored.base64)
+        if case .custom = decoded {
+            // A custom event goes down the feed as it is, with its envelope (docs/sync.md, "Down").
+            guard limits.customTypes.accepts(event.type) else {
+                throw APIError.badRequest("\(at).type: '\(event.type)' is not a custom type this server accepts (ledger-server --custom-types \(limits.customTypes))")
+            }
+            validated.feed = [.custom(role: event.role ?? UpBatch.FeedEntry.defaultRole)]
+        } else {
+            try Self.addEffects(of: decoded, to: &validated, text: text, at: at)
+        }
         return validated
     }
+
+    /// A publish's listing and custom events, validated: the listing by the ledger's own
+    /// decoder and the identifier rule, each event like a device's custom event (type name and
+    /// namespace, `--custom-types`, key, payload) — a 400 naming the field otherwise. A request
+    /// that lists, removes and carries nothing is a 400 (`nothing to publish`).
+    func validatePublication(_ body: SyncWire.PublishRequest, user: String) throws -> Publication {
+        let events = body.events ?? []
+        guard !body.messages.isEmpty || !(body.removed ?? []).isEmpty || !events.isEmpty else { throw APIError.badRequest("nothing to publish") }
+        if !body.messages.isEmpty || !(body.removed ?? []).isEmpty {
+            // The ledger's own validation of a listing (ids, dates, duplicates), before anything is written.
+            do {
+                let payload = try DomainEvent.inboxSynced(InboxSync(mode: .delta, messages: body.messages, removed: body.removed ?? [])).newEvent().payload
+                _ = try DomainEvent.decode(type: BuiltInEventType.inboxSynced.rawValue, payload: payload)
+            } catch {
+                throw APIError.badRequest("invalid listing: \(error)")
+            }
+            for (i, message) in body.messages.enumerated() { try Self.checkIdentifier(message.id, at: "messages[\(i)].id") }
+            for (i, id) in (body.removed ?? []).enumerated() { try Self.checkIdentifier(id, at: "removed[\(i)]") }
+        }
+        guard events.count <= SyncWire.Limits.eventsPerRequest else {
+            throw APIError.badRequest("events: at most \(SyncWire.Limits.eventsPerRequest) per request, got \(events.count)")
+        }
+        var validated: [Publication.Event] = []
+        validated.reserveCapacity(events.count)
+        for (i, event) in events.enumerated() {
+            let at = "events[\(i)]"
+            try Self.checkTypeName(event.type, at: at)
+            if BuiltInEventType(rawValue: event.type) != nil {
+                throw APIError.badRequest("\(at).type: '\(event.type)' is a built-in type; events[] carries custom events only (messages and removed make the listing)")
+            }
+            if BuiltInEventType.isReserved(event.type) {
+                throw APIError.badRequest("\(at).type: '\(event.type)' is in a namespace reserved for built-in event types (\(BuiltInEventType.reservedNamespaces.sorted().joined(separator: ", "))); name custom types in a namespace of your own")
+            }
+            guard limits.customTypes.accepts(event.type) else {
+                throw APIError.badRequest("\(at).type: '\(event.type)' is not a custom type this server accepts (ledger-server --custom-types \(limits.customTypes))")
+            }
+            if let key = event.key { try Self.checkKey(key, at: "\(at).key") }
+            let bytes = try Self.payloadBytes(text: event.payload, base64: event.payloadBase64, at: at)
+            let stored = Self.stored(bytes, text: String(validating: bytes, as: UTF8.self))
+            validated.append(Publication.Event(type: event.type, key: event.key, payload: stored.payload, base64: stored.base64))
+        }
+        return Publication(user: user, request: SyncWire.PublishRequest(messages: body.messages, removed: body.removed), events: validated,
+                           time: Self.nowMicros(), maxCustomEntries: Int64(limits.customEntriesPerUser))
+    }
+
+    /// The server's clock, µs since the epoch.
+    static func nowMicros() -> Int64 { Int64((Date().timeIntervalSince1970 * 1_000_000).rounded()) }
 
     /// `refused` of an up request: in order, above `after` and `lostThrough`, at most `through`,
     /// none the sequence of an event sent, at most as many as events per request.
@@ -307,6 +356,66 @@ struct API<Store: SyncStore>: Sendable {
         if let first = body.events.first, first.seq <= lostThrough {
             throw APIError.badRequest("events[0].seq: \(first.seq) must be above lostThrough (\(lostThrough))")
         }
+    }
+
+    /// 400 unless `type` is a type name: 1–128 bytes of printable ASCII without spaces.
+    static func checkTypeName(_ type: String, at: String) throws {
+        let wire = SyncWire.Limits.self
+        guard wire.typeBytes.contains(type.utf8.count), type.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else {
+            throw APIError.badRequest("\(at).type: \(wire.typeBytes.lowerBound)–\(wire.typeBytes.upperBound) bytes of printable ASCII without spaces")
+        }
+    }
+
+    /// 400 unless `key` is an idempotency key the protocol accepts: 1–256 bytes, an identifier.
+    static func checkKey(_ key: String, at field: String) throws {
+        let bytes = SyncWire.Limits.keyBytes
+        guard bytes.contains(key.utf8.count) else { throw APIError.badRequest("\(field): \(bytes.lowerBound)–\(bytes.upperBound) bytes") }
+        try checkIdentifier(key, at: field)
+    }
+
+    /// The payload bytes of an event that carries exactly one of `text` and `base64` (valid),
+    /// at most 64 KiB; a 400 naming the event otherwise.
+    static func payloadBytes(text: String?, base64: String?, at: String) throws -> [UInt8] {
+        let bytes: [UInt8]?
+        switch (text, base64) {
+        case (let text?, nil): bytes = Array(text.utf8)
+        case (nil, let base64?): bytes = Data(base64Encoded: base64).map(Array.init)
+        default: bytes = nil
+        }
+        guard let bytes else { throw APIError.badRequest("\(at): exactly one of payload or payloadBase64 (valid base64)") }
+        let limit = SyncWire.Limits.payloadBytes
+        guard bytes.count <= limit else { throw APIError.badRequest("\(at): payload over \(limit) bytes") }
+        return bytes
+    }
+
+    /// The payload as stored (`device_events`, `feed`): text when the bytes are UTF-8 (`text`)
+    /// without U+0000, else base64 — one form per payload whichever encoding carried it, so
+    /// equal events compare equal.
+    static func stored(_ bytes: [UInt8], text: String?) -> (payload: String, base64: Bool) {
+        if let text, !text.utf8.contains(0) { return (text, false) }
+        return (Data(bytes).base64EncodedString(), true)
+    }
+
+    /// Why `role` cannot be an origin role, or nil when it can: the ledger's own rule
+    /// (`LedgerOptions.role`) — 1–64 bytes of UTF-8, printable (no control character, U+0000
+    /// among them, and no line or paragraph separator) — so a device can keep it in its log.
+    static func roleProblem(_ role: String) -> String? {
+        let count = role.utf8.count
+        guard (1...Ledger.Limits.maxRoleBytes).contains(count) else {
+            return "must be 1–\(Ledger.Limits.maxRoleBytes) bytes of UTF-8, got \(count)"
+        }
+        // The common case, printable ASCII, without looking at Unicode properties.
+        if role.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) { return nil }
+        var offset = 0
+        for scalar in role.unicodeScalars {
+            switch scalar.properties.generalCategory {
+            case .control, .lineSeparator, .paragraphSeparator:
+                return "must be printable: U+\(String(format: "%04X", scalar.value)) at byte \(offset)"
+            default:
+                offset += scalar.utf8.count
+            }
+        }
+        return nil
     }
 
     /// 400 unless `text` is an identifier the protocol accepts (``SyncWire/identifierProblem(_:)``).
@@ -345,7 +454,9 @@ struct API<Store: SyncStore>: Sendable {
             }
             event.feed = [UpBatch.FeedEntry(type: BuiltInEventType.messageRead.rawValue, payload: String(decoding: payload, as: UTF8.self))]
             event.reads = [UpBatch.Read(id: target, read: true)]
-        case .inboxSynced, .widgetAction, .actionCompleted, .badgeAdjusted, .pushReceived, .custom:
+        default:
+            // No feed entry: the other built-ins (kept in device_events for the backend); a
+            // custom event's entry is made by validateContent.
             return
         }
     }

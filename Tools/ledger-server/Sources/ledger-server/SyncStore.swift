@@ -19,18 +19,21 @@ protocol SyncStore: Sendable {
     /// Whether requests can be served now, and if not, why (`/healthz`).
     func health() -> StoreHealth
 
-    /// `POST /v1/up`: applies `batch` as `ledger_up_v3` does (migration 5), in one transaction:
+    /// `POST /v1/up`: applies `batch` as `ledger_up_v4` does (migration 6), in one transaction:
     /// the ledger bound to its user (`403` for another's, `429` beyond `maxLedgers` new ledgers,
     /// `409` when `after` is above what is held), the declared losses, the events not held with
-    /// the same content, and the feed entries and message state of those events.
+    /// the same content, and the feed entries and message state of those events (`429` when
+    /// their custom entries would take the user beyond `maxCustomEntries`).
     func up(_ batch: UpBatch) async throws -> UpOutcome
 
     /// `GET /v1/down`: at most `limit` feed entries of `user` after `after`, in order, and the head.
     func feed(user: String, after: UInt64, limit: Int) async throws -> SyncWire.DownResponse
 
-    /// `POST /v1/publish`: one delta listing appended to `user`'s feed (``PublishListing``), in
-    /// one transaction with the message state it sets.
-    func publish(user: String, request: SyncWire.PublishRequest) async throws -> SyncWire.PublishResponse
+    /// `POST /v1/publish`: one delta listing appended to the user's feed (``PublishListing``)
+    /// when the request lists or removes messages, then its custom events in order, each with
+    /// its origin (``Publication``), in one transaction with the message state it sets; `429`
+    /// when the custom events would take the user beyond `maxCustomEntries`.
+    func publish(_ publication: Publication) async throws -> SyncWire.PublishResponse
 
     /// `GET /v1/state`: a page of at most `limit` of `user`'s messages after `after` (byte
     /// order), the user's ledgers, the feed head and the device events held.
@@ -53,19 +56,20 @@ enum StoreHealth: Sendable, Equatable {
     case down(String)
 }
 
-/// The typed argument of `ledger_up_v3(p_batch jsonb)` (migration 5): one `POST /v1/up`
+/// The typed argument of `ledger_up_v4(p_batch jsonb)` (migration 6): one `POST /v1/up`
 /// after validation, with each event's effect on the user's feed worked out by the server.
 /// ``PostgresStore`` sends it as one `jsonb` parameter (written by ``writeJSON(into:)``, the
 /// document its `Encodable` conformance gives); ``MemoryStore`` applies the same value by the
 /// same rules.
 ///
-/// The shape is versioned (``version``) so that it can grow without another SQL function: a
-/// later release adds fields — a new kind of effect beside ``Event/reads`` and
-/// ``Event/removed``, a flag asking for per-event outcomes — and replaces the function's body
-/// in a new migration (`CREATE OR REPLACE`, same signature), which keeps accepting version 1.
+/// The shape is versioned (``version``): version 1 is `ledger_up_v3`'s (migration 5), which
+/// the previous release still sends during a rolling deploy; version 2 adds
+/// ``maxCustomEntries`` and the custom event's feed entry (``FeedEntry/role``), read by
+/// `ledger_up_v4` (migration 6). A later field can be added the same way, or by a new body of
+/// `ledger_up_v4` (`CREATE OR REPLACE`, same signature) that keeps accepting version 2.
 struct UpBatch: Codable, Sendable, Equatable {
-    /// The batch shape this server sends (and `ledger_up_v3` of migration 5 accepts).
-    static let currentVersion = 1
+    /// The batch shape this server sends (and `ledger_up_v4` of migration 6 accepts).
+    static let currentVersion = 2
 
     /// The shape's version: ``currentVersion``.
     var version = UpBatch.currentVersion
@@ -75,6 +79,9 @@ struct UpBatch: Codable, Sendable, Equatable {
     var ledger: String
     /// Ledgers `user` may have: creating one more is `429 too_many` (`--ledgers-per-user`).
     var maxLedgers: Int64
+    /// Custom feed entries `user` may hold: a batch whose new custom events would go beyond is
+    /// `429 too_many`, nothing written (`--custom-entries-per-user`).
+    var maxCustomEntries: Int64
     /// The relay cursor the batch was read after: above what is held is `409 gap`.
     var after: Int64
     /// The last sequence the batch covers: the ledger is acknowledged through it.
@@ -111,9 +118,15 @@ struct UpBatch: Codable, Sendable, Equatable {
         /// Message ids it marks removed.
         var removed: [String] = []
 
-        /// The feed entries with the event's own type and payload where they are left out.
-        var feedEntries: [(type: String, payload: String)] {
-            feed.map { ($0.type ?? type, $0.payload ?? payload) }
+        /// The feed entries as the feed holds them: the event's own type and payload (in its
+        /// stored form) where they are left out, and a custom event's origin — `ledger`, this
+        /// event's sequence, time and key, the entry's role.
+        func feedEntries(ledger: String) -> [FeedRow] {
+            feed.map { entry in
+                let own = entry.payload == nil
+                return FeedRow(type: entry.type ?? type, payload: entry.payload ?? payload, base64: own && base64,
+                               origin: entry.role.map { SyncWire.ChangeOrigin(ledger: ledger, seq: UInt64(seq), time: time, role: $0, key: key) })
+            }
         }
 
         /// An event and its effects.
@@ -162,16 +175,54 @@ struct UpBatch: Codable, Sendable, Equatable {
     }
 
     /// One entry an event appends to the user's feed (docs/sync.md, "Up"): the event itself
-    /// (`{}`, the common case: `message.read`, `message.removed`), or another event it implies
-    /// (a widget's mark-read action appends a `message.read`).
+    /// (`{}`, the common case: `message.read`, `message.removed`), another event it implies
+    /// (a widget's mark-read action appends a `message.read`), or a custom event itself with its
+    /// origin (`{"role": R}`).
     struct FeedEntry: Codable, Sendable, Equatable {
         /// The entry's type; nil: the event's own.
         var type: String?
-        /// The entry's payload, UTF-8 JSON; nil: the event's own (a text payload).
+        /// The entry's payload, UTF-8 JSON; nil: the event's own, in its stored form (base64
+        /// when the event's is).
         var payload: String?
+        /// Set on a custom event's entry: the role of the process that appended the event (the
+        /// up event's, `device` when it had none). The entry carries the event's origin —
+        /// the batch's ledger, the event's sequence, time and key, and this role.
+        var role: String?
+
+        /// An entry.
+        init(type: String? = nil, payload: String? = nil, role: String? = nil) {
+            self.type = type
+            self.payload = payload
+            self.role = role
+        }
 
         /// The event itself.
         static let event = FeedEntry()
+
+        /// The origin role of a custom event whose up event carried none (an older client).
+        static let defaultRole = "device"
+
+        /// A custom event itself, with its origin (appended by a process of `role`).
+        static func custom(role: String) -> FeedEntry { FeedEntry(role: role) }
+    }
+
+    /// A feed entry as the feed holds it (``Event/feedEntries(ledger:)``, ``Publication``):
+    /// what `GET /v1/down` answers, but for its position.
+    struct FeedRow: Sendable, Equatable {
+        /// The entry's type.
+        var type: String
+        /// The payload: UTF-8 text, or base64 when ``base64``.
+        var payload: String
+        /// Whether ``payload`` is base64 (a custom payload that is not UTF-8 or holds U+0000).
+        var base64 = false
+        /// A custom event's origin; nil for the entries the server makes (listings, reads, removals).
+        var origin: SyncWire.ChangeOrigin?
+
+        /// The entry at feed position `seq`, as `GET /v1/down` answers it: a base64 payload goes
+        /// in `payloadBase64`, beside an empty `payload`.
+        func change(seq: UInt64) -> SyncWire.Change {
+            SyncWire.Change(seq: seq, type: type, payload: base64 ? "" : payload, payloadBase64: base64 ? payload : nil, origin: origin)
+        }
     }
 
     /// A read flag an event sets.
@@ -183,10 +234,12 @@ struct UpBatch: Codable, Sendable, Equatable {
     }
 
     /// The batch of `request`, validated into `events`, for `user`.
-    init(user: String, request: SyncWire.UpRequest, events: [Event], maxLedgers: Int) {
+    init(user: String, request: SyncWire.UpRequest, events: [Event], maxLedgers: Int,
+         maxCustomEntries: Int = RequestLimits.defaultCustomEntriesPerUser) {
         self.user = user
         self.ledger = request.ledger
         self.maxLedgers = Int64(maxLedgers)
+        self.maxCustomEntries = Int64(maxCustomEntries)
         self.after = Int64(request.after)
         self.through = Int64(request.through)
         self.lostThrough = request.lostThrough.map { Int64($0) }
@@ -195,7 +248,7 @@ struct UpBatch: Codable, Sendable, Equatable {
     }
 }
 
-/// What `ledger_up_v3` answers (a `jsonb` object, so fields can be added — per-event outcomes —
+/// What `ledger_up_v4` answers (a `jsonb` object, so fields can be added — per-event outcomes —
 /// without another function).
 struct UpOutcome: Codable, Sendable, Equatable {
     /// The highest contiguous sequence now held for the ledger.
@@ -245,5 +298,104 @@ struct PublishListing: Sendable, Equatable {
         let encoder = JSONEncoder()
         listings = try messages.map { String(decoding: try encoder.encode($0), as: UTF8.self) }
         removed = removedIDs
+    }
+}
+
+/// `POST /v1/publish` after validation (``API/validatePublication(_:user:)``): the listing, if
+/// the request lists or removes messages, then the custom events, for the token's user. Both
+/// stores append the same entries: the listing first (``PublishListing``), then each event with
+/// the origin `{role: "server", seq: its own feed position, time: ``time``, key}` and no ledger.
+struct Publication: Sendable, Equatable {
+    /// One custom event of the request, as the feed keeps it.
+    struct Event: Sendable, Equatable {
+        /// Its custom type.
+        var type: String
+        /// Its idempotency key, if it had one (the origin's `key`).
+        var key: String?
+        /// The payload: UTF-8 text, or base64 when ``base64`` (bytes that are not UTF-8 or hold U+0000).
+        var payload: String
+        /// Whether ``payload`` is base64.
+        var base64: Bool
+    }
+
+    /// The role in a published event's origin.
+    static let role = "server"
+
+    /// The token's user.
+    var user: String
+    /// The request's messages and removals (its `events` are ``events``).
+    var request: SyncWire.PublishRequest
+    /// The custom events, validated, in order.
+    var events: [Event]
+    /// The server's clock when the request was validated, µs since the epoch: every event's origin time.
+    var time: Int64
+    /// Custom feed entries the user may hold (`--custom-entries-per-user`): beyond, `429`, nothing written.
+    var maxCustomEntries: Int64
+
+    /// Whether a listing is appended: the request lists or removes messages.
+    var hasListing: Bool { !request.messages.isEmpty || !(request.removed ?? []).isEmpty }
+
+    /// The custom events' feed entries when the first of them takes feed position `first`.
+    func eventRows(first: UInt64) -> [UpBatch.FeedRow] {
+        events.enumerated().map { i, event in
+            UpBatch.FeedRow(type: event.type, payload: event.payload, base64: event.base64,
+                            origin: SyncWire.ChangeOrigin(ledger: nil, seq: first + UInt64(i), time: time, role: Self.role, key: event.key))
+        }
+    }
+}
+
+/// Which custom types the server accepts (`--custom-types`, docs/sync.md "Configuration"): an
+/// up or published event of another custom type is refused for its content (`400`, with the
+/// up event's `seq`). Built-in types are not concerned.
+enum CustomTypes: Sendable, Equatable, CustomStringConvertible {
+    /// Every custom type (`*`, the default).
+    case all
+    /// These exact type names only (none: no custom type).
+    case only(Set<String>)
+
+    /// `text`: `*`, or comma-separated exact type names (white space around them ignored), each
+    /// a custom type name a ledger appends: 1–128 bytes of printable ASCII without spaces, not a
+    /// built-in type nor in the built-ins' namespaces. An empty list accepts no custom type.
+    init(parsing text: String) throws(ConfigurationError) {
+        let names = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        if names == ["*"] {
+            self = .all
+            return
+        }
+        for name in names {
+            if let problem = CustomTypes.nameProblem(name) {
+                throw ConfigurationError("--custom-types: '\(name)' \(problem) (expected * or comma-separated custom type names)")
+            }
+        }
+        self = .only(Set(names))
+    }
+
+    /// Whether an event of the custom type `type` is accepted.
+    func accepts(_ type: String) -> Bool {
+        switch self {
+        case .all: true
+        case .only(let names): names.contains(type)
+        }
+    }
+
+    /// `*`, or the names in order, or `none`.
+    var description: String {
+        switch self {
+        case .all: "*"
+        case .only(let names): names.isEmpty ? "none" : names.sorted().joined(separator: ", ")
+        }
+    }
+
+    /// Why `type` cannot be a custom type name, or nil when it can (the rules of `POST /v1/up`).
+    static func nameProblem(_ type: String) -> String? {
+        let bytes = SyncWire.Limits.typeBytes
+        guard bytes.contains(type.utf8.count), type.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else {
+            return "is not \(bytes.lowerBound)–\(bytes.upperBound) bytes of printable ASCII without spaces"
+        }
+        if BuiltInEventType(rawValue: type) != nil { return "is a built-in type, not a custom one" }
+        if BuiltInEventType.isReserved(type) {
+            return "is in a namespace reserved for built-in event types (\(BuiltInEventType.reservedNamespaces.sorted().joined(separator: ", ")))"
+        }
+        return nil
     }
 }
