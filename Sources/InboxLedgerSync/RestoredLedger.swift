@@ -1,4 +1,4 @@
-import InboxLedger
+@_spi(LedgerSync) import InboxLedger
 
 // The client's two answers to the server's new rules (docs/sync.md, "Failure modes"): a ledger
 // restored from a backup (or copied) while its state file was not gets the feed again, and a
@@ -21,6 +21,52 @@ extension SyncClient {
         } catch {
             throw .ledger(error)
         }
+    }
+
+    /// The events one page of feed entries appends, each under its entry's key
+    /// (`sync-down-<user>-<seq>`): a built-in entry as it is; another device's (or the
+    /// backend's) custom event with its origin's envelope (``NewEvent/fromFeed(type:payload:key:time:role:origin:)``);
+    /// this ledger's own shared event, which it holds already, as the `inbox.shared-settled`
+    /// that places it. An own entry whose event this ledger no longer holds as it was sent (a
+    /// ledger restored from a backup reuses its sequences) is appended like another device's.
+    func feedEvents(_ page: SyncWire.DownResponse) async throws(SyncError) -> [NewEvent] {
+        let ledgerID = ledger.metadata.ledgerID
+        let own = page.changes.compactMap { $0.origin?.ledger == ledgerID ? $0.origin?.seq : nil }
+        var held: [UInt64: Event] = [:]
+        if !own.isEmpty {
+            let ledger = self.ledger
+            held = try await waitingThroughTransient {
+                try ledger.read { snapshot in
+                    var found: [UInt64: Event] = [:]
+                    for seq in own { if let event = try snapshot.event(at: seq) { found[seq] = event } }
+                    return found
+                }
+            }
+        }
+        var events: [NewEvent] = []
+        events.reserveCapacity(page.changes.count)
+        for change in page.changes {
+            let key = SyncWire.downKey(user: page.user, seq: change.seq)
+            guard let bytes = change.payloadBytes else {
+                throw .protocolViolation("feed entry \(change.seq) of \(page.user) (\(change.type)): payloadBase64 is not base64")
+            }
+            guard let origin = change.origin else {
+                events.append(NewEvent(type: change.type, payload: bytes, key: key))
+                continue
+            }
+            if origin.ledger == ledgerID, let mine = held[origin.seq], mine.type == change.type, mine.payload == bytes,
+               mine.timestampMicros == origin.time {
+                do {
+                    events.append(try NewEvent.settled(SharedSettlement(sequence: origin.seq, position: change.seq), key: key))
+                } catch {
+                    throw .ledger(error)
+                }
+                continue
+            }
+            events.append(NewEvent.fromFeed(type: change.type, payload: bytes, key: key, time: origin.time, role: origin.role,
+                                            origin: FeedOrigin(ledger: origin.ledger, sequence: origin.seq, key: origin.key, position: change.seq)))
+        }
+        return events
     }
 
     /// Appends one page of feed entries (one append: all or nothing). An entry the ledger

@@ -1,5 +1,5 @@
 import Foundation
-import InboxLedger
+@_spi(LedgerSync) import InboxLedger
 import Synchronization
 
 /// The device side of sync (docs/sync.md): sends the ledger's shared events to the server
@@ -85,6 +85,9 @@ public final class SyncClient: Sendable {
         var status = SyncStatus()
         do {
             relay = try ledger.consumers.consumer(named: configuration.consumerName, startingAt: .origin)
+            // Every process of the ledger marks its events of these types shared from now on
+            // (docs/sync.md, "Custom events on every device").
+            try ledger.shareEventTypes(configuration.sharedTypes)
             status.upCursor = try relay.cursor()
             let head = try ledger.read({ try $0.head() })
             status.upLag = head > status.upCursor ? head - status.upCursor : 0
@@ -312,6 +315,7 @@ public final class SyncClient: Sendable {
                 }
             case .commit(let part, let answer):
                 do {
+                    try await settleRefused(part)
                     try await commit(part.batch)
                     let lost = part.lostThrough.map { countLost(after: part.batch.after, through: $0) } ?? 0
                     sent.sent += answer.applied + answer.duplicates
@@ -379,6 +383,26 @@ public final class SyncClient: Sendable {
         } catch .ledger(.consumerConflict) {
             // Another instance of the relay committed this range first; the server holds it.
         }
+    }
+
+    /// Appends an `inbox.shared-settled` without position for each shared event of `part` the
+    /// server refused (no device will apply it: the app projections drop it here too), before
+    /// the cursor moves past it; keyed, so a resend after a crash appends nothing again.
+    func settleRefused(_ part: UpStateMachine.Part) async throws(SyncError) {
+        guard let refused = part.request.refused, !refused.isEmpty else { return }
+        let set = Set(refused)
+        var settlements: [NewEvent] = []
+        for event in part.batch.events where set.contains(event.sequence) && event.source == .shared {
+            do {
+                settlements.append(try NewEvent.settled(SharedSettlement(sequence: event.sequence, position: nil),
+                                                        key: SyncWire.refusedKey(seq: event.sequence)))
+            } catch {
+                throw .ledger(error)
+            }
+        }
+        guard !settlements.isEmpty else { return }
+        let request = AppendRequest(settlements)
+        _ = try await waitingThroughTransient { try await self.ledger.append(request) }
     }
 
     /// Counts the lost sequences `after+1 … through` not counted yet, in ``SyncStatus/eventsLost``.
@@ -493,9 +517,7 @@ public final class SyncClient: Sendable {
             previous = change.seq
         }
         if let last = page.changes.last {
-            let events = page.changes.map {
-                NewEvent(type: $0.type, payload: Array($0.payload.utf8), key: SyncWire.downKey(user: page.user, seq: $0.seq))
-            }
+            let events = try await feedEvents(page)
             let sequences = try await appendFeedPage(events, page: page)
             // The state file may not get ahead of the ledger (a `.singleSync` ledger's last
             // commit can be undone by a power cut, the file's rename not).

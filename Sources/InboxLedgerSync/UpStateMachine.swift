@@ -310,9 +310,17 @@ package struct UpStateMachine: DirectionStateMachine {
         return .finish(.stopped(error))
     }
 
+    /// Whether the relay sends `event`: one marked shared when it was appended (whatever the
+    /// configuration says now: the feed must settle it, docs/sync.md "Custom events on every
+    /// device"), or of a type the configuration shares; never one that came down the feed.
     func isShared(_ event: Event) -> Bool {
-        if let key = event.key, key.hasPrefix(SyncWire.downKeyPrefix) { return false }  // came down: never echoed
-        return settings.sharedTypes.contains(event.type)
+        switch event.source {
+        case .feed: return false  // came down: never echoed
+        case .shared: return true
+        case .local:
+            if let key = event.key, key.hasPrefix(SyncWire.downKeyPrefix) { return false }  // came down before format 4
+            return settings.sharedTypes.contains(event.type)
+        }
     }
 
     /// How many of `events` fit in one body below `maxBatchBytes` (at least one).

@@ -139,6 +139,10 @@ public enum SyncWire {
     /// The idempotency key of the server's feed entry `seq` of `user`.
     public static func downKey(user: String, seq: UInt64) -> String { "\(downKeyPrefix)\(user)-\(seq)" }
 
+    /// The idempotency key of the `inbox.shared-settled` a device appends for its shared event
+    /// `seq` that the server refused (docs/sync.md, "Custom events on every device").
+    public static func refusedKey(seq: UInt64) -> String { "sync-refused-\(seq)" }
+
     /// One shared event of a device's ledger, as `POST /v1/up` carries it.
     public struct UpEvent: Codable, Sendable, Hashable {
         /// Its sequence in the device's ledger.

@@ -35,12 +35,42 @@ public struct NewEvent: Hashable, Sendable, Codable {
     /// An idempotency key, 1–256 bytes of UTF-8: appending the same key with the same type
     /// and payload again returns the original sequence number and writes nothing.
     public var key: String?
+    /// Set only by the sync client (``SyncStamp``); not part of the JSON form.
+    var sync: SyncStamp? = nil
+
+    private enum CodingKeys: String, CodingKey { case type, payload, key }
 
     /// An event of `type` with `payload` bytes, and an optional idempotency key.
     public init(type: String, payload: [UInt8], key: String? = nil) {
         self.type = type
         self.payload = payload
         self.key = key
+    }
+}
+
+/// What only the sync client appends (docs/sync.md, "Custom events on every device"): an event
+/// that came down the user's feed keeps its origin's time and role, and its source says where
+/// the feed placed it; an `inbox.shared-settled` is the sync client's alone.
+enum SyncStamp: Hashable, Sendable {
+    case fromFeed(time: Int64, role: String, origin: FeedOrigin)
+    case settlement
+}
+
+@_spi(LedgerSync)
+extension NewEvent {
+    /// A custom event that came down the user's feed, to append under its feed entry's `key`
+    /// with its origin's commit time (µs) and role (``EventSource/feed(_:)``).
+    public static func fromFeed(type: String, payload: [UInt8], key: String, time: Int64, role: String, origin: FeedOrigin) -> NewEvent {
+        var event = NewEvent(type: type, payload: payload, key: key)
+        event.sync = .fromFeed(time: time, role: role, origin: origin)
+        return event
+    }
+
+    /// The `inbox.shared-settled` event of `settlement`, under `key`.
+    public static func settled(_ settlement: SharedSettlement, key: String) throws(LedgerError) -> NewEvent {
+        var event = try DomainEvent.sharedSettled(settlement).newEvent(key: key)
+        event.sync = .settlement
+        return event
     }
 }
 

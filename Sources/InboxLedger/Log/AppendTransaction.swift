@@ -19,12 +19,16 @@ struct AppendTransaction {
     private let keys: KeyTable
     /// The commit time stamped on every event of the transaction.
     private let now: Int64
+    /// The custom types the ledger shares, read at the first custom event (most transactions
+    /// have none).
+    private let shared: SharedTypesOnce
 
     init(_ tables: StoreTransaction, now: Int64) {
         self.tables = tables
         self.events = tables.events
         self.keys = tables.keys
         self.now = now
+        self.shared = SharedTypesOnce(tables.meta)
     }
 
     /// Checks and writes every request of `batch`, returning each one's outcome.
@@ -57,9 +61,10 @@ struct AppendTransaction {
             // The app projections see the request's new events before anything is written: one
             // whose apply throws refuses the request alone.
             let inline = try apps.inline(request.projections, head: head)
+            let fresh = try newEvents(request, resolved, after: head)
             let staged: [(AnyAppProjection, AppProjectionChanges)]
             switch Result(catching: { () throws(LedgerError) in
-                try apps.stage(newEvents(request, resolved, after: head), for: inline, registry: request.projections)
+                try apps.stage(fresh, for: inline, registry: request.projections)
             }) {
             case .failure(let refusal):
                 outcomes.append(.failure(refusal))
@@ -86,14 +91,13 @@ struct AppendTransaction {
                     break
                 }
                 head += 1
-                let stored = Event(sequence: head, timestampMicros: now, origin: request.origin,
-                                   type: event.type, key: event.key, payload: event.payload)
+                let stored = try event.stored(at: head, now: now, origin: request.origin, shared: shared.types(for: event))
                 try events.append(stored)
                 if let key = event.key {
                     try keys.put(key, KeyRecord(sequence: head, digest: event.digest, time: now))
                 }
                 receipt.notes += try projector.apply(stored, event.domain)
-                counts.count(type: event.type, role: request.origin.role)
+                counts.count(type: event.type, role: stored.origin.role)
                 receipt.sequences.append(head)
                 receipt.replayed.append(false)
             }
@@ -116,7 +120,7 @@ struct AppendTransaction {
 
     /// The events pass 2 will write for `request` (those resolved as new, the first of each
     /// key), as they will be stored, for the app projections to stage (only when one is kept).
-    private func newEvents(_ request: CommitRequest, _ resolved: [KeyResolution], after head: UInt64) -> [Event] {
+    private func newEvents(_ request: CommitRequest, _ resolved: [KeyResolution], after head: UInt64) throws -> [Event] {
         guard !request.projections.projections.isEmpty else { return [] }
         var sequence = head
         var out: [Event] = []
@@ -126,7 +130,7 @@ struct AppendTransaction {
             case .new: break
             }
             sequence += 1
-            out.append(Event(sequence: sequence, timestampMicros: now, origin: request.origin, type: event.type, key: event.key, payload: event.payload))
+            out.append(try event.stored(at: sequence, now: now, origin: request.origin, shared: shared.types(for: event)))
         }
         return out
     }
@@ -172,5 +176,22 @@ struct AppendTransaction {
             return .invalidArgument(name: "cursor move", reason: "cannot move from \(commit.expected) to \(commit.through) (head \(head))")
         }
         return nil
+    }
+}
+
+/// The ledger's shared types (``SharedEventTypes``), read from `meta` once per transaction and
+/// only when an event could be one (a custom event appended here).
+private final class SharedTypesOnce {
+    private let meta: MetaRecord
+    private var loaded: SharedEventTypes?
+
+    init(_ meta: MetaRecord) { self.meta = meta }
+
+    func types(for event: PreparedEvent) throws -> SharedEventTypes {
+        guard event.sync == nil, case .custom = event.domain else { return .none }
+        if let loaded { return loaded }
+        let types = try meta.sharedTypes()
+        loaded = types
+        return types
     }
 }

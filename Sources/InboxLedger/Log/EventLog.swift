@@ -10,13 +10,30 @@ struct PreparedEvent: Sendable {
     var digest: UInt64
     /// The decoded payload (built-in types), or `.custom`.
     var domain: DomainEvent
+    /// Set by the sync client only.
+    var sync: SyncStamp?
 
-    init(type: String, key: String?, payload: [UInt8], domain: DomainEvent) {
+    init(type: String, key: String?, payload: [UInt8], domain: DomainEvent, sync: SyncStamp? = nil) {
         self.type = type
         self.key = key
         self.payload = payload
         self.digest = key == nil ? 0 : ContentDigest.of(type: type, payload: payload)
         self.domain = domain
+        self.sync = sync
+    }
+
+    /// The event as it is stored at `sequence`, appended at `now` by `origin` in a ledger that
+    /// shares `shared` (its custom types): one that came down the feed keeps its origin's time
+    /// and role; one of a shared custom type appended here is ``EventSource/shared``.
+    func stored(at sequence: UInt64, now: Int64, origin: Origin, shared: SharedEventTypes) -> Event {
+        switch sync {
+        case .fromFeed(let time, let role, let feed):
+            return Event(sequence: sequence, timestampMicros: time, origin: Origin(role: role, pid: 0), type: type, key: key,
+                         payload: payload, source: .feed(feed))
+        case .settlement, nil:
+            let source: EventSource = if case .custom = domain, shared.contains(type) { .shared } else { .local }
+            return Event(sequence: sequence, timestampMicros: now, origin: origin, type: type, key: key, payload: payload, source: source)
+        }
     }
 }
 
@@ -142,10 +159,18 @@ struct EventLog: Sendable {
         var prepared: [PreparedEvent] = []
         prepared.reserveCapacity(events.count)
         for (index, event) in events.enumerated() {
-            try checkEnvelope(type: event.type, key: event.key, payloadCount: event.payload.count, roleBytes: roleBytes, index: index)
+            var eventRoleBytes = roleBytes
+            if case .fromFeed(_, let role, _) = event.sync {
+                eventRoleBytes = role.utf8.count
+                guard (1...Ledger.Limits.maxRoleBytes).contains(eventRoleBytes), !role.utf8.contains(0) else {
+                    throw .invalidEvent(index: index, field: "origin role", reason: "must be 1–\(Ledger.Limits.maxRoleBytes) bytes of UTF-8 without NUL, got \(String(reflecting: role))")
+                }
+            }
+            try checkEnvelope(type: event.type, key: event.key, payloadCount: event.payload.count, roleBytes: eventRoleBytes, index: index)
             let domain = try DomainEvent.decode(type: event.type, payload: event.payload, index: index)
             try domain.checkIdentifiers(index: index)
-            prepared.append(PreparedEvent(type: event.type, key: event.key, payload: event.payload, domain: domain))
+            try Self.checkSyncOnly(domain, event.sync, index: index)
+            prepared.append(PreparedEvent(type: event.type, key: event.key, payload: event.payload, domain: domain, sync: event.sync))
         }
         return prepared
     }
@@ -167,11 +192,27 @@ struct EventLog: Sendable {
                 try event.validate(index: index)
             }
             try domain.checkIdentifiers(index: index)
+            try Self.checkSyncOnly(domain, nil, index: index)
             let payload = event.canonicalPayload
             try checkEnvelope(type: type, key: key, payloadCount: payload.count, roleBytes: roleBytes, index: index)
             prepared.append(PreparedEvent(type: type, key: key, payload: payload, domain: domain))
         }
         return prepared
+    }
+
+    /// `inbox.shared-settled` is the sync client's alone (an app's would move its own
+    /// projections' shared events); an event from the feed is a custom one.
+    static func checkSyncOnly(_ domain: DomainEvent, _ sync: SyncStamp?, index: Int) throws(LedgerError) {
+        switch sync {
+        case nil:
+            guard domain.builtInType != .sharedSettled else {
+                throw .invalidEvent(index: index, field: "type", reason: "inbox.shared-settled is appended by the sync client only (docs/sync.md)")
+            }
+        case .settlement?:
+            guard domain.builtInType == .sharedSettled else { throw .invalidEvent(index: index, field: "type", reason: "a settlement must be inbox.shared-settled") }
+        case .fromFeed?:
+            guard case .custom = domain else { throw .invalidEvent(index: index, field: "type", reason: "only a custom event comes down the feed with its origin") }
+        }
     }
 
     /// The envelope's limits: type name (a custom type outside the built-ins' namespace),

@@ -1,7 +1,7 @@
 import NIOCore
 import PostgresNIO
 
-/// `UpBatch` as the `jsonb` parameter of `ledger_up_v3`, written by hand: the same compact JSON
+/// `UpBatch` as the `jsonb` parameter of `ledger_up_v4`, written by hand: the same compact JSON
 /// as its `Encodable` conformance (defaults left out, docs/sync.md "Doing it on your own
 /// backend"), straight into the connection's buffer. Foundation's `JSONEncoder` costs about
 /// 8 ms per batch of 1,000 events here, this about 0.4 ms; `UpBatchTests` checks that both
@@ -25,6 +25,8 @@ extension UpBatch: PostgresEncodable {
         out.writeJSONString(ledger)
         out.writeStaticString(#","maxLedgers":"#)
         out.writeDecimal(maxLedgers)
+        out.writeStaticString(#","maxCustomEntries":"#)
+        out.writeDecimal(maxCustomEntries)
         out.writeStaticString(#","after":"#)
         out.writeDecimal(after)
         out.writeStaticString(#","through":"#)
@@ -67,6 +69,10 @@ extension UpBatch.Event {
                 if let payload = entry.payload {
                     out.writeStaticString(entry.type == nil ? #""payload":"# : #","payload":"#)
                     out.writeJSONString(payload)
+                }
+                if let role = entry.role {
+                    out.writeStaticString(entry.type == nil && entry.payload == nil ? #""role":"# : #","role":"#)
+                    out.writeJSONString(role)
                 }
                 out.writeStaticString("}")
             }

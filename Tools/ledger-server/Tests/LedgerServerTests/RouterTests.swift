@@ -373,3 +373,22 @@ func wire(_ seq: UInt64, _ event: DomainEvent) throws -> SyncWire.UpEvent {
 func read(_ seq: UInt64, _ id: String, read: Bool = true) throws -> SyncWire.UpEvent {
     try wire(seq, .messageRead(ReadChange(ids: [id], read: read)))
 }
+
+/// A custom event as a device sends it: sequence `seq`, committed at `seq` µs, appended by a
+/// process of `role` (nil: an older client that sends none); its payload as text when it is
+/// UTF-8, else in base64 (as `SyncWire.UpEvent` sends it).
+func custom(_ seq: UInt64, _ type: String = "com.example.note", _ payload: [UInt8], key: String? = nil, role: String? = "t") -> SyncWire.UpEvent {
+    var event = SyncWire.UpEvent(Event(sequence: seq, timestampMicros: Int64(seq), origin: Origin(role: role ?? "t"), type: type, key: key, payload: payload))
+    event.role = role
+    return event
+}
+
+/// A custom event of `type` the backend publishes, its payload as text, or in base64 when `base64`.
+func published(_ type: String = "com.example.task", _ payload: [UInt8], key: String? = nil, base64: Bool = false) -> SyncWire.PublishEvent {
+    var event = SyncWire.PublishEvent(type: type, payload: String(decoding: payload, as: UTF8.self), key: key)
+    if base64 {
+        event.payload = nil
+        event.payloadBase64 = Data(payload).base64EncodedString()
+    }
+    return event
+}
