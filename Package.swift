@@ -40,7 +40,7 @@ let package = Package(
         .target(name: "InboxLedger", dependencies: ["LMDB", "LedgerThreads", "CChecksum"]),
         // The sync client (docs/sync.md): URLSession, no package dependency.
         .target(name: "InboxLedgerSync", dependencies: ["InboxLedger"]),
-        .testTarget(name: "InboxLedgerSyncTests", dependencies: ["InboxLedgerSync", "InboxLedger"]),
+        .testTarget(name: "InboxLedgerSyncTests", dependencies: ["InboxLedgerSync", "InboxLedger", "TestSupport"]),
         // The `ledger` command-line tool.
         .executableTarget(
             name: "ledger",

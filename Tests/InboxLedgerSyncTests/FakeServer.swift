@@ -59,6 +59,17 @@ final class FakeServer: SyncTransport, Sendable {
         state.withLock { s in s.feed.append(SyncWire.Change(seq: UInt64(s.feed.count + 1), type: type, payload: payload)) }
     }
 
+    /// A custom event the backend publishes (`POST /v1/publish` with `events`).
+    func publishCustom(type: String, payload: String, key: String? = nil, time: Int64) {
+        state.withLock { s in
+            let seq = UInt64(s.feed.count + 1)
+            s.feed.append(SyncWire.Change(seq: seq, type: type, payload: payload,
+                                          origin: SyncWire.ChangeOrigin(ledger: nil, seq: seq, time: time, role: "server", key: key)))
+        }
+    }
+
+    var feed: [SyncWire.Change] { state.withLock { $0.feed } }
+
     var applied: [String: [SyncWire.UpEvent]] { state.withLock { $0.applied } }
     var sends: Int { state.withLock { $0.sends } }
 
@@ -112,6 +123,12 @@ final class FakeServer: SyncTransport, Sendable {
                     // As ledger-server does: a widget's markRead is a read for the other devices.
                     let read = #"{"ids":["\#(action.target ?? "")"],"read":true}"#
                     s.feed.append(SyncWire.Change(seq: UInt64(s.feed.count + 1), type: "message.read", payload: read))
+                case .custom:
+                    // As ledger-server does: a custom event goes to the feed with its envelope.
+                    s.feed.append(SyncWire.Change(seq: UInt64(s.feed.count + 1), type: event.type, payload: event.payload ?? "",
+                                                  payloadBase64: event.payloadBase64,
+                                                  origin: SyncWire.ChangeOrigin(ledger: request.ledger, seq: event.seq, time: event.time,
+                                                                                role: event.role ?? "device", key: event.key)))
                 default:
                     break
                 }

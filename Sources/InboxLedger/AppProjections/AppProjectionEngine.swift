@@ -56,17 +56,23 @@ extension AnyAppProjection {
     /// advances the record past them. An event `apply` refuses (or whose state could not be
     /// stored) is skipped and counted in the record: the events are staged again one at a time
     /// to find it. A build's chunk, a catch-up's, and (into an overlay) a read's.
-    func applyStored(_ events: [Event], to meta: inout AppProjectionMeta, in store: some ProjectionStore, path: String, cache: AppProjectionCache?) throws {
+    func applyStored(_ events: [Event], to meta: inout AppProjectionMeta, in store: some ProjectionStore, log: AppProjectionLog,
+                     cache: AppProjectionCache?) throws {
         guard let last = events.last else { return }
         let space = AppProjectionSpace(meta)
-        do {
-            let changes = try stage(events, AppProjectionReader(store: store, space: space, path: path, cache: cache), .replaying)
+        let path = log.tables.path
+        func stageAndWrite(_ events: [Event]) throws {
+            let changes = try stage(events, AppProjectionReader(store: store, space: space, path: path, cache: cache), .replaying,
+                                    AppProjectionFold.Input(pending: meta.pending ?? [], log: log))
             try AppProjectionTable.write(changes, space: space, into: store, rows: &meta.rows)
+            changes.record(in: &meta)
+        }
+        do {
+            try stageAndWrite(events)
         } catch let error as LedgerError where AppProjectionMeta.failure(error) != nil {
             for event in events {
                 do {
-                    let changes = try stage([event], AppProjectionReader(store: store, space: space, path: path, cache: cache), .replaying)
-                    try AppProjectionTable.write(changes, space: space, into: store, rows: &meta.rows)
+                    try stageAndWrite([event])
                 } catch let error as LedgerError where AppProjectionMeta.failure(error) != nil {
                     meta.recordSkipped(error)
                 }
@@ -83,7 +89,7 @@ extension AnyAppProjection {
         while meta.appliedThrough < head, budget > 0 {
             let events = try registry.upcast(tables.events.events(after: meta.appliedThrough, limit: min(budget, 1000)).filter { $0.sequence <= head })
             guard !events.isEmpty else { break }
-            try applyStored(events, to: &meta, in: store, path: tables.path, cache: cache)
+            try applyStored(events, to: &meta, in: store, log: AppProjectionLog(tables: tables, registry: registry), cache: cache)
             budget -= events.count
         }
         if meta.appliedThrough < head, try tables.events.events(after: meta.appliedThrough, limit: 1).first.map({ $0.sequence > head }) ?? true {
@@ -179,7 +185,8 @@ struct AppProjectionsInTransaction {
         for projection in projections {
             guard let meta = metas[projection.space.description] ?? nil else { continue }
             let reader = AppProjectionReader(store: store, space: .of(meta, registered: projection.space), path: tables.path, cache: registry.cache)
-            staged.append((projection, try projection.stage(upcast, reader, .appending)))
+            staged.append((projection, try projection.stage(upcast, reader, .appending,
+                                                            AppProjectionFold.Input(pending: meta.pending ?? [], log: AppProjectionLog(tables: tables, registry: registry)))))
         }
         return staged
     }
@@ -188,7 +195,10 @@ struct AppProjectionsInTransaction {
     mutating func write(_ staged: [(AnyAppProjection, AppProjectionChanges)], through head: UInt64) throws {
         for (projection, changes) in staged {
             guard var meta = try meta(projection), meta.appliedThrough != head || !changes.isEmpty else { continue }
-            if !changes.isEmpty { try AppProjectionTable.write(changes, space: .of(meta, registered: projection.space), into: store, rows: &meta.rows) }
+            if !changes.isEmpty {
+                try AppProjectionTable.write(changes, space: .of(meta, registered: projection.space), into: store, rows: &meta.rows)
+                changes.record(in: &meta)
+            }
             meta.appliedThrough = head
             metas[projection.space.description] = .some(meta)
             dirty.insert(projection.space.description)

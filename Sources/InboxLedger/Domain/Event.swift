@@ -120,7 +120,7 @@ public enum EventSource: Hashable, Sendable, Codable {
     case local
     /// Appended here, of a type the ledger shares (``Ledger/sync``): the sync client sends it
     /// up and the user's feed places it; until then an app projection applies it on top of
-    /// what the feed placed (``ProjectionPlacement/pending``).
+    /// what the feed placed (``EventPlacement/pending``).
     case shared
     /// Came down the user's feed: another device's shared event, or the backend's. Its
     /// ``Event/timestampMicros`` and ``Event/origin`` role are its origin's (the pid is 0).

@@ -196,6 +196,13 @@ public struct ProjectionUpdate<P: LedgerProjection> {
     /// Whether the events are being appended now or are in the log already: what a throw
     /// from ``LedgerProjection/apply(_:to:)`` does.
     public let context: ProjectionApplyContext
+    /// Where the event being applied stands in the user's order across devices: this
+    /// device's own and not shared, shared and not yet placed by the user's feed, or placed at
+    /// its feed position (docs/semantics.md, "Custom events on every device").
+    public internal(set) var placement: EventPlacement = .local
+    /// While the state holds pending shared events: what each row was before them (a row's
+    /// first change is recorded, so that the next rebase restores it).
+    @usableFromInline var undo: ProjectionUndo<P>?
 
     init(stored: any ProjectionRowSource, context: ProjectionApplyContext) throws(LedgerError) {
         self.stored = stored
@@ -214,14 +221,37 @@ public struct ProjectionUpdate<P: LedgerProjection> {
     @inlinable
     public mutating func set(_ row: P.Row, for key: String) throws {
         try ProjectionRowKey.check(key, projection: P.name)
+        if let undo { undo.recordFirst(key) { try self.row(key) } }
         changed[key] = .some(row)
     }
 
     /// Removes the row under `key`, if there is one.
     @inlinable
     public mutating func removeRow(_ key: String) {
+        if let undo { undo.recordFirst(key) { try self.row(key) } }
         changed[key] = .some(nil)
     }
+}
+
+/// Where an event stands in the user's order across devices, as ``LedgerProjection/apply(_:to:)``
+/// sees it (``ProjectionUpdate/placement``; docs/semantics.md, "Custom events on every device").
+///
+/// ```swift
+/// static func apply(_ event: Event, to state: inout ProjectionUpdate<SharedNotes>) throws {
+///     let edit = try event.decode(as: NoteEdited.self)
+///     let saved = if case .pending = state.placement { false } else { true }   // show "not synced yet"
+///     try state.set(Row(text: edit.text, saved: saved), for: edit.noteID)
+/// }
+/// ```
+public enum EventPlacement: Sendable, Hashable {
+    /// This device's own event of a type it does not share: in this device's order.
+    case local
+    /// This device's own shared event that the user's feed has not placed yet: applied on top
+    /// of what the feed placed, and applied again at its place once the feed places it.
+    case pending
+    /// An event the user's feed placed at `feedPosition` (another device's, the backend's, or
+    /// this device's own once confirmed): applied in the feed's order, the same on every device.
+    case confirmed(feedPosition: UInt64)
 }
 
 /// How ``LedgerProjection/apply(_:to:)`` sees an event (``ProjectionUpdate/context``), and so

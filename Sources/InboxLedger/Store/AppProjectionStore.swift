@@ -17,6 +17,8 @@ import Synchronization
 /// | `name ‖ 0x01 ‖ version ‖ 0x00 ‖ "D"` | the document (JSON) |
 /// | `name ‖ 0x01 ‖ version ‖ 0x00 ‖ "R" ‖ key` | ``AppProjectionRow``: the row's order bytes and its JSON |
 /// | `name ‖ 0x01 ‖ version ‖ 0x00 ‖ "O" ‖ order ‖ key` | the key (every row; the order is empty when the projection declares none) |
+/// | `name ‖ 0x01 ‖ version ‖ 0x00 ‖ "U" ‖ key` | while shared events are pending: the row before them (``AppProjectionRow``, or `0x00`: absent) |
+/// | `name ‖ 0x01 ‖ version ‖ 0x00 ‖ "u"` | while shared events are pending: the document before them (JSON) |
 ///
 /// `version` is its decimal digits. A ledger written before versions had spaces of their own
 /// may still hold one *legacy* projection per name: its record under `0x00 ‖ name` and its
@@ -90,6 +92,11 @@ struct AppProjectionSpace: Hashable, Sendable, CustomStringConvertible {
     var rowPrefix: [UInt8] { prefix + [UInt8(ascii: "R")] }
     func row(_ key: String) -> [UInt8] { self.key(UInt8(ascii: "R"), EmptyCollection(), key) }
     var orderPrefix: [UInt8] { prefix + [UInt8(ascii: "O")] }
+    /// A row's value before the pending shared events (``ProjectionUndo``).
+    func undoRow(_ key: String) -> [UInt8] { self.key(UInt8(ascii: "U"), EmptyCollection(), key) }
+    var undoRowPrefix: [UInt8] { prefix + [UInt8(ascii: "U")] }
+    /// The document before the pending shared events.
+    var undoDocument: [UInt8] { prefix + [UInt8(ascii: "u")] }
     func order(_ order: some Collection<UInt8>, _ key: String) -> [UInt8] { self.key(UInt8(ascii: "O"), order, key) }
 
     /// `prefix ‖ tag ‖ middle ‖ key`, in one allocation (an append builds several a row).
@@ -151,6 +158,9 @@ struct AppProjectionMeta: Codable, Hashable, Sendable {
     var skipped: Int? = nil
     /// The last one skipped: its sequence, type and the reason.
     var lastSkipped: String? = nil
+    /// This ledger's shared events of its types that the user's feed has not settled yet, in
+    /// log order: applied on top of the confirmed state (``AppProjectionFold``); nil: none.
+    var pending: [UInt64]? = nil
     /// A newer version of the projection is stored (being built, or ready): this one is kept
     /// while a live process registers it, then dropped.
     var successor: Int? = nil
@@ -322,6 +332,24 @@ struct AppProjectionReader {
         }
     }
 
+    /// The stored bytes under `key` of the table (an undo entry).
+    func raw(_ key: [UInt8]) throws(LedgerError) -> [UInt8]? { try get(key) }
+
+    /// Every entry under `prefix`, with the rest of its key after the prefix as text.
+    func scanRaw(from prefix: [UInt8], _ body: (String, [UInt8]) throws(LedgerError) -> Void) throws(LedgerError) {
+        do {
+            try store.scan(.apps, from: prefix) { key, value in
+                guard key.starts(with: prefix) else { return false }
+                try body(String(decoding: key[prefix.count...], as: UTF8.self), value)
+                return true
+            }
+        } catch let error as LedgerError {
+            throw error
+        } catch {
+            throw .unexpected(path: path, operation: "read projection '\(name)'", reason: "\(error)")
+        }
+    }
+
     private func get(_ key: [UInt8]) throws(LedgerError) -> [UInt8]? {
         do { return try store.get(.apps, key) } catch let error as LedgerError { throw error } catch {
             throw .unexpected(path: path, operation: "read projection '\(name)'", reason: "\(error)")
@@ -334,8 +362,21 @@ struct AppProjectionChanges {
     /// Each changed row by key: its stored value and its order bytes; nil: removed.
     var rows: [(key: String, row: (value: [UInt8], order: [UInt8])?)] = []
     var document: [UInt8]?
+    /// The undo entries to write (``AppProjectionFold``); nil: unchanged.
+    var undo: AppProjectionUndoWrite?
+    /// The pending list when it changed (empty: none left).
+    var pending: [UInt64]?
+    /// Events already in the log that `apply` refused while pending events were applied again
+    /// (or a settled one at its feed position): skipped, counted in the record.
+    var skipped: [LedgerError] = []
 
-    var isEmpty: Bool { rows.isEmpty && document == nil }
+    var isEmpty: Bool { rows.isEmpty && document == nil && undo == nil && pending == nil && skipped.isEmpty }
+
+    /// Records in `meta` what the changes say of it besides the state: the pending list, the skipped events.
+    func record(in meta: inout AppProjectionMeta) {
+        if let pending { meta.pending = pending.isEmpty ? nil : pending }
+        for error in skipped { meta.recordSkipped(error) }
+    }
 }
 
 /// What a handle decoded on its earlier reads, by the stored bytes it decoded: a read that
@@ -493,6 +534,14 @@ enum AppProjectionTable {
             try store.put(.apps, space.order(row.order, key), Array(key.utf8))
         }
         if let document = changes.document { try store.put(.apps, space.document, document) }
+        if let undo = changes.undo {
+            if undo.clearStored {
+                _ = try clear(prefix: space.undoRowPrefix, in: store, limit: .max)
+                try store.delete(.apps, space.undoDocument)
+            }
+            for (key, value) in undo.rows { try store.put(.apps, space.undoRow(key), value) }
+            if let document = undo.document { try store.put(.apps, space.undoDocument, document) }
+        }
     }
 
     /// Whether any entry of `space`'s state is stored.
@@ -508,7 +557,11 @@ enum AppProjectionTable {
     /// Deletes up to `limit` entries of `space`'s state (rows, index, document; not its
     /// record); returns how many.
     static func clear(_ space: AppProjectionSpace, in store: some ProjectionStore, limit: Int) throws -> Int {
-        let prefix = space.prefix
+        try clear(prefix: space.prefix, in: store, limit: limit)
+    }
+
+    /// Deletes up to `limit` entries whose key starts with `prefix`; returns how many.
+    static func clear(prefix: [UInt8], in store: some ProjectionStore, limit: Int) throws -> Int {
         var keys: [[UInt8]] = []
         try store.scan(.apps, from: prefix) { key, _ in
             guard key.starts(with: prefix), keys.count < limit else { return false }

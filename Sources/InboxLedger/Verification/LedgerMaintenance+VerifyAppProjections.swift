@@ -108,10 +108,30 @@ extension LedgerMaintenance {
                 if let row = AppProjectionRow.decode(bytes), row.order + value != rest {
                     report(name, "an order-index entry names row '\(rowKey)' at another order than the row's")
                 }
+            case UInt8(ascii: "U"):
+                // A row's value before the pending shared events (AppProjectionFold).
+                if meta.pending == nil { report(name, "it holds the undo entry of row '\(text(rest))' with no shared event pending") }
+                if value != [0x00] {
+                    guard let row = AppProjectionRow.decode(value) else {
+                        report(name, "the undo entry of row '\(text(rest))' is malformed")
+                        return true
+                    }
+                    if let reason = Self.notJSON(row.json) { report(name, "the undo entry of row '\(text(rest))' is not JSON: \(reason)") }
+                }
+            case UInt8(ascii: "u"):
+                guard rest.isEmpty else {
+                    report(name, "an entry of unknown kind (key \(text(key)))")
+                    return true
+                }
+                if meta.pending == nil { report(name, "it holds an undo document with no shared event pending") }
+                if let reason = Self.notJSON(value[...]) { report(name, "its undo document is not JSON: \(reason)") }
             default:
                 report(name, "an entry of unknown kind (key \(text(key)))")
             }
             return true
+        }
+        for (space, meta) in metas where meta.status != .clearing && meta.pending != nil {
+            if try store.get(.apps, space.undoDocument) == nil { report(space.name, "shared events are pending but it holds no undo document") }
         }
         for (space, meta) in metas.sorted(by: { $0.key.description < $1.key.description }) where meta.status != .clearing {
             let stored = rowCounts[space] ?? 0
@@ -200,7 +220,7 @@ extension LedgerMaintenance {
                 while rebuild.appliedThrough < meta.appliedThrough {
                     let events = try registry.upcast(tables.events.events(after: rebuild.appliedThrough, limit: 1000).filter { $0.sequence <= meta.appliedThrough })
                     guard !events.isEmpty else { break }
-                    try projection.applyStored(events, to: &rebuild, in: rebuilt, path: path, cache: nil)
+                    try projection.applyStored(events, to: &rebuild, in: rebuilt, log: AppProjectionLog(tables: tables, registry: registry), cache: nil)
                 }
                 if let problem = try appProjectionDifference(space, rebuilt: rebuilt, stored: tables.projections) {
                     findings.append(.appProjection(name: name, problem: problem))
