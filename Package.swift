@@ -50,6 +50,9 @@ let package = Package(
         // The task tracker of docs/apps.md as real processes (an app projection beside the
         // inbox): what `make demo` runs next to `ledger simulate`.
         .executableTarget(name: "task-tracker", dependencies: ["InboxLedger"], path: "Examples/TaskTracker"),
+        // The shared notes and tasks of docs/apps.md with sync, on several devices: what `make
+        // demo-sync` edits offline on two devices.
+        .executableTarget(name: "shared-notes", dependencies: ["InboxLedger", "InboxLedgerSync"], path: "Examples/SharedNotes"),
         // A helper the tests spawn as real writer / reader / crash-victim processes.
         .executableTarget(name: "LedgerTestAgent", dependencies: ["InboxLedger", "LMDB", "LedgerThreads", "TestSupport"], path: "Tests/LedgerTestAgent"),
         .target(name: "TestSupport", dependencies: ["InboxLedger", "LMDB"], path: "Tests/TestSupport"),

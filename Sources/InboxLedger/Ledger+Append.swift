@@ -54,7 +54,7 @@ extension Ledger {
         /// Longest idempotency key, in bytes (LMDB keys are at most 511 bytes).
         public static let maxKeyBytes = EventLimits.maxKeyBytes
         /// The longest origin role, in bytes of UTF-8 (``LedgerOptions/role``).
-        public static let maxRoleBytes = 64
+        public static let maxRoleBytes = EventLimits.maxRoleBytes
     }
 
     /// Appends `request`'s events atomically (all or none, in order) and returns the receipt:

@@ -1,6 +1,7 @@
 // docs/apps.md, "Your own read models": the task-tracker widget and the shared notes.
 
 import Foundation
+import InboxLedgerSync
 import InboxLedger
 
 struct TaskAdded: LedgerEvent {
@@ -157,5 +158,31 @@ func widgetEdited(noteID: String, text: String) throws {
 func followNotes(_ ledger: Ledger, show: @escaping @MainActor ([ProjectionRow<SharedNotes>]) -> Void) async throws {
     for try await notes in LedgerObservation.tracking({ try $0.projection(SharedNotes.self).contents(limit: 100) }).removingDuplicates(by: { $0.sameState(as: $1) }).values(in: ledger) {
         await show(notes.rows)
+    }
+}
+
+// docs/apps.md, "The notes and the tasks on every device".
+
+/// The host app's sync: the notes and the tasks go to the user's other devices and come back from them.
+func notesOnEveryDevice(_ ledger: Ledger, server: URL, token: String, stateFile: String) throws -> SyncClient {
+    let configuration = SyncConfiguration(server: server, token: token, stateFile: stateFile,
+                                          sharedCustomTypes: [NoteEdited.eventType, TaskAdded.eventType, TaskDone.eventType])
+    return try SyncClient(ledger: ledger, configuration: configuration)   // records the shared types in the ledger
+}
+
+/// The notes, each saying whether the server has placed its last edit yet.
+struct SyncedNotes: LedgerProjection {
+    struct Row: Codable, Sendable, Equatable {
+        var text: String
+        var synced: Bool
+    }
+    static let name = "com.example.synced-notes"
+    static let version = 1
+    static let eventTypes: Set<String> = [NoteEdited.eventType]
+
+    static func apply(_ event: Event, to state: inout ProjectionUpdate<SyncedNotes>) throws {
+        let edit = try event.decode(as: NoteEdited.self)
+        let synced = if case .pending = state.placement { false } else { true }   // "not synced yet" until the feed places it
+        try state.set(Row(text: edit.text, synced: synced), for: edit.noteID)
     }
 }

@@ -442,3 +442,19 @@ func exampleConsumers(_ ledger: Ledger) throws {
     for info in try ledger.consumers.list() { print(info.name, info.cursor, info.lag) }
     _ = host
 }
+
+// Event.swift
+func exampleEventSource(_ event: Event) {
+    switch event.source {
+    case .local: print("this device's own, not shared")
+    case .shared: print("this device's own, shared: the feed places it")
+    case .feed(let origin): print("from \(origin.ledger ?? "the backend"), feed position \(origin.position)")
+    }
+}
+
+// DomainEvent.swift
+func exampleSharedSettlement() {
+    // {"seq":47,"position":6}: this ledger's event 47 is the feed's entry 6.
+    let settled = SharedSettlement(sequence: 47, position: 6)
+    _ = settled
+}

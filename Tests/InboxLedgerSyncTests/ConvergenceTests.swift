@@ -79,7 +79,7 @@ import TestSupport
     }
 
     @Test func twoDevicesEditingOneNoteOfflineEndWithTheSameNote() async throws {
-        let server = FakeServer()
+        let server = FakeServer(relaysCustomEvents: true)
         let phone = try Device(role: "app", server: server)
         let tablet = try Device(role: "widget", server: server)
         try await phone.ledger.append(NoteEdited(noteID: "n1", text: "from the phone"))
@@ -116,7 +116,7 @@ import TestSupport
     /// exactly once and shows exactly the model's fold of the feed.
     @Test(arguments: [1, 2, 3, 4]) func threeDevicesConvergeOnTheFeedsOrder(seed: UInt64) async throws {
         var rng = SeededGenerator(seed: seed)
-        let server = FakeServer()
+        let server = FakeServer(relaysCustomEvents: true)
         var devices = try ["app", "widget", "intents"].map { try Device(role: $0, server: server) }
         let notes = ["n1", "n2", "n3"], tasks = ["t1", "t2", "t3", "t4"]
         var appended = 0

@@ -46,12 +46,20 @@ final class FakeServer: SyncTransport, Sendable {
         var refuseContaining: String?
         /// Sequences declared refused (``SyncWire/UpRequest/refused``) above what was held, by ledger.
         var refused: [String: UInt64] = [:]
+        /// Append every custom event to the feed with its envelope, as ledger-server does
+        /// (docs/sync.md). Off by default: the client tests of the other rules count sequences
+        /// exactly, and each own entry coming back would add an `inbox.shared-settled` to the
+        /// ledger; ConvergenceTests turn it on.
+        var relaysCustomEvents = false
     }
 
     let user: String
     let state = Mutex(State())
 
-    init(user: String = "alice") { self.user = user }
+    init(user: String = "alice", relaysCustomEvents: Bool = false) {
+        self.user = user
+        state.withLock { $0.relaysCustomEvents = relaysCustomEvents }
+    }
 
     func inject(_ faults: Fault...) { state.withLock { $0.faults += faults } }
 
@@ -123,7 +131,7 @@ final class FakeServer: SyncTransport, Sendable {
                     // As ledger-server does: a widget's markRead is a read for the other devices.
                     let read = #"{"ids":["\#(action.target ?? "")"],"read":true}"#
                     s.feed.append(SyncWire.Change(seq: UInt64(s.feed.count + 1), type: "message.read", payload: read))
-                case .custom:
+                case .custom where s.relaysCustomEvents:
                     // As ledger-server does: a custom event goes to the feed with its envelope.
                     s.feed.append(SyncWire.Change(seq: UInt64(s.feed.count + 1), type: event.type, payload: event.payload ?? "",
                                                   payloadBase64: event.payloadBase64,

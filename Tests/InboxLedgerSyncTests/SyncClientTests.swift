@@ -43,7 +43,11 @@ import Testing
         #expect(server.applied[ledger.metadata.ledgerID]?.map(\.seq) == [1, 3, 5])
         #expect(server.state.withLock { $0.refused[ledger.metadata.ledgerID] } == 2)
         #expect(client.status.eventsRefused == 2 && client.status.error == nil && client.status.phase != .failed)
-        #expect(try relayCursor(ledger) == 5)
+        // Each refused shared event is settled without a position (6, 7: the app projections drop it).
+        let settled = try await ledger.read { try $0.events(after: 5, limit: 10) }
+        #expect(settled.map(\.type) == [DomainEvent.sharedSettledType, DomainEvent.sharedSettledType])
+        #expect(settled.map(\.key) == [SyncWire.refusedKey(seq: 2), SyncWire.refusedKey(seq: 4)])
+        #expect(try relayCursor(ledger) == 7)
         // Continuous: the next refused event is skipped as well, the one after it sent.
         try ledger.append(NewEvent(type: "com.example.note", payload: Array(#"{"text":"poison 3"}"#.utf8)))
         try ledger.append(NewEvent(type: "com.example.note", payload: Array(#"{"text":"d"}"#.utf8)))
@@ -51,7 +55,7 @@ import Testing
         for await status in client.statusUpdates() where status.eventsRefused == 3 && status.upLag == 0 && status.up.phase == .idle { break }
         running.cancel()
         await running.value
-        #expect(server.applied[ledger.metadata.ledgerID]?.map(\.seq) == [1, 3, 5, 7])
+        #expect(server.applied[ledger.metadata.ledgerID]?.map(\.seq) == [1, 3, 5, 9])
         #expect(server.state.withLock { $0.refused[ledger.metadata.ledgerID] } == 3)
         #expect(client.status.error == nil)
     }

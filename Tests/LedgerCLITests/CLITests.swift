@@ -115,7 +115,7 @@ func jsonObject(_ text: String) throws -> [String: Any] {
                       "countsByOrigin", "fileBytes", "mapBytes", "readers"] {
             #expect(object[field] != nil, "missing \(field)")
         }
-        #expect(object["formatVersion"] as? Int == 3)
+        #expect(object["formatVersion"] as? Int == 4)
         #expect((object["ledgerID"] as? String)?.count == 36)
         #expect(object["headSequence"] as? Int == 2)
         #expect(object["firstSequence"] as? Int == 1)

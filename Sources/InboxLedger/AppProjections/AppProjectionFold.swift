@@ -204,8 +204,7 @@ struct AppProjectionLog {
 /// What a row and the document were before the pending shared events of a projection (its
 /// *undo* entries: `U ‖ key` and `u` in its space, docs/format.md), the ones stored and those
 /// this stage records, each row's first change only.
-@usableFromInline
-final class ProjectionUndo<P: LedgerProjection> {
+final class ProjectionUndo<P: LedgerProjection>: ProjectionRowRecorder {
     let reader: AppProjectionReader
     /// Whether the stored entries are this state's (false: a rebase restored and cleared them,
     /// or nothing was pending).
@@ -218,7 +217,7 @@ final class ProjectionUndo<P: LedgerProjection> {
     private var storedHas: [String: Bool] = [:]
     /// A read that failed while recording (``ProjectionUpdate/removeRow(_:)`` does not throw):
     /// thrown after the apply.
-    @usableFromInline var failure: LedgerError?
+    var failure: LedgerError?
 
     init(_ reader: AppProjectionReader, stored: Bool) {
         self.reader = reader
@@ -226,7 +225,6 @@ final class ProjectionUndo<P: LedgerProjection> {
     }
 
     /// Records `key`'s value before its first change (`current`), unless recorded already.
-    @usableFromInline
     func recordFirst(_ key: String, _ current: () throws -> P.Row?) {
         guard failure == nil, recorded.index(forKey: key) == nil else { return }
         do {
@@ -281,12 +279,4 @@ final class ProjectionUndo<P: LedgerProjection> {
         }
         return try AppProjectionJSON.decode(P.Row.self, row.json, projection: P.name, what: "the undo entry of row '\(key)'")
     }
-}
-
-/// The undo entries a stage writes (``AppProjectionFold``).
-struct AppProjectionUndoWrite {
-    /// Delete every stored undo entry first.
-    var clearStored: Bool
-    var rows: [(key: String, value: [UInt8])] = []
-    var document: [UInt8]?
 }

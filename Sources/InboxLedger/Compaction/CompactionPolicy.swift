@@ -46,6 +46,10 @@ public struct CompactionReport: Sendable, Hashable {
         /// App projection `name` has applied the log only through `through` (events other
         /// processes appended wait for a process that registers it, or it is being built).
         case projection(name: String, through: UInt64)
+        /// App projection `name` holds this ledger's shared event `sequence` pending: the
+        /// user's feed has not placed it yet, and a rebase applies it again from the log
+        /// (docs/semantics.md, "Custom events on every device").
+        case pendingSharedEvent(name: String, sequence: UInt64)
 
         /// What the blocker is, in a sentence.
         public var description: String {
@@ -54,6 +58,7 @@ public struct CompactionReport: Sendable, Hashable {
             case .retainedTail(let through): "the retained tail keeps events after \(through)"
             case .anotherCompactor(let pid): "another compactor (pid \(pid)) is running"
             case .projection(let name, let through): "app projection '\(name)' has applied the log only through \(through)"
+            case .pendingSharedEvent(let name, let sequence): "app projection '\(name)' holds shared event \(sequence) pending until the feed places it"
             }
         }
     }

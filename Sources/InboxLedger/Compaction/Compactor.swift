@@ -83,6 +83,16 @@ public final class Compactor: Sendable, LedgerAccessing {
                 limit = meta.appliedThrough
                 blockers.append(.projection(name: meta.name, through: meta.appliedThrough))
             }
+            // A pending shared event stays while it is younger than the consumer lease: a rebase
+            // applies it again from the log. An older one is trimmed like an event the relay
+            // never sent: the projection drops it at its next rebase, and if the server held it,
+            // its feed entry brings it back as any device's (docs/semantics.md).
+            for meta in try AppProjectionTable.metas(in: tables.projections, path: tables.path) {
+                guard let first = meta.pending?.min(), first <= limit,
+                      let event = try tables.events.event(at: first), now - event.timestampMicros <= leaseMicros else { continue }
+                limit = first - 1
+                blockers.append(.pendingSharedEvent(name: meta.name, sequence: first))
+            }
             let latest = try tables.snapshots.headers().last?.sequence
             return Plan(head: head, first: first, trimThrough: limit, latestSnapshot: latest, blockers: blockers, expired: expired)
         }

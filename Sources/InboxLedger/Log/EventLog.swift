@@ -89,6 +89,8 @@ enum EventLimits {
     static let maxTypeBytes = 128
     /// Longest idempotency key, in bytes (LMDB keys are at most 511 bytes).
     static let maxKeyBytes = 256
+    /// Longest origin role, in bytes of UTF-8.
+    static let maxRoleBytes = 64
 }
 
 /// The append path of one handle: a batch validated before any transaction starts
@@ -162,8 +164,8 @@ struct EventLog: Sendable {
             var eventRoleBytes = roleBytes
             if case .fromFeed(_, let role, _) = event.sync {
                 eventRoleBytes = role.utf8.count
-                guard (1...Ledger.Limits.maxRoleBytes).contains(eventRoleBytes), !role.utf8.contains(0) else {
-                    throw .invalidEvent(index: index, field: "origin role", reason: "must be 1–\(Ledger.Limits.maxRoleBytes) bytes of UTF-8 without NUL, got \(String(reflecting: role))")
+                guard (1...EventLimits.maxRoleBytes).contains(eventRoleBytes), !role.utf8.contains(0) else {
+                    throw .invalidEvent(index: index, field: "origin role", reason: "must be 1–\(EventLimits.maxRoleBytes) bytes of UTF-8 without NUL, got \(String(reflecting: role))")
                 }
             }
             try checkEnvelope(type: event.type, key: event.key, payloadCount: event.payload.count, roleBytes: eventRoleBytes, index: index)

@@ -202,7 +202,7 @@ public struct ProjectionUpdate<P: LedgerProjection> {
     public internal(set) var placement: EventPlacement = .local
     /// While the state holds pending shared events: what each row was before them (a row's
     /// first change is recorded, so that the next rebase restores it).
-    @usableFromInline var undo: ProjectionUndo<P>?
+    @usableFromInline var undo: (any ProjectionRowRecorder<P.Row>)?
 
     init(stored: any ProjectionRowSource, context: ProjectionApplyContext) throws(LedgerError) {
         self.stored = stored
@@ -233,14 +233,23 @@ public struct ProjectionUpdate<P: LedgerProjection> {
     }
 }
 
+/// Records a row's value before its first change (``ProjectionUpdate``'s undo, kept while
+/// shared events are pending: the engine's `ProjectionUndo`).
+@usableFromInline
+protocol ProjectionRowRecorder<Row>: AnyObject {
+    associatedtype Row
+    /// Records `key`'s value before its first change (`current`), unless recorded already.
+    func recordFirst(_ key: String, _ current: () throws -> Row?)
+}
+
 /// Where an event stands in the user's order across devices, as ``LedgerProjection/apply(_:to:)``
 /// sees it (``ProjectionUpdate/placement``; docs/semantics.md, "Custom events on every device").
 ///
 /// ```swift
-/// static func apply(_ event: Event, to state: inout ProjectionUpdate<SharedNotes>) throws {
+/// static func apply(_ event: Event, to state: inout ProjectionUpdate<SyncedNotes>) throws {
 ///     let edit = try event.decode(as: NoteEdited.self)
-///     let saved = if case .pending = state.placement { false } else { true }   // show "not synced yet"
-///     try state.set(Row(text: edit.text, saved: saved), for: edit.noteID)
+///     let synced = if case .pending = state.placement { false } else { true }   // "not synced yet" until the feed places it
+///     try state.set(Row(text: edit.text, synced: synced), for: edit.noteID)
 /// }
 /// ```
 public enum EventPlacement: Sendable, Hashable {

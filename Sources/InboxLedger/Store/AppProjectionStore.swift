@@ -357,6 +357,14 @@ struct AppProjectionReader {
     }
 }
 
+/// The undo entries a stage writes (``AppProjectionFold``).
+struct AppProjectionUndoWrite {
+    /// Delete every stored undo entry first.
+    var clearStored: Bool
+    var rows: [(key: String, value: [UInt8])] = []
+    var document: [UInt8]?
+}
+
 /// What applying events to one projection changes, encoded and ready to write.
 struct AppProjectionChanges {
     /// Each changed row by key: its stored value and its order bytes; nil: removed.
