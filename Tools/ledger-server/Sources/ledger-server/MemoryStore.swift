@@ -177,7 +177,7 @@ final class MemoryStore: SyncStore {
         var row = c.users[user] ?? UserRow()
         let custom = Int64(entries.count { $0.origin != nil })
         if custom > 0, row.customEntries + custom > maxCustomEntries {
-            throw APIError(.tooMany, "user \(user) already holds \(row.customEntries) custom feed entries of at most \(maxCustomEntries); \(custom) more are refused (ledger-server --custom-entries-per-user)")
+            throw APIError(.tooMany, "user \(user) already holds \(row.customEntries) of at most \(maxCustomEntries) custom feed entries; the \(custom) this request adds are refused (ledger-server --custom-entries-per-user)")
         }
         row.customEntries += custom
         for entry in entries { row.feed.append(entry.change(seq: UInt64(row.feed.count + 1))) }

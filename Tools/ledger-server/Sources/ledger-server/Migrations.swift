@@ -397,8 +397,8 @@ enum Migrations {
                 -- The per-user bound on custom entries (the raise rolls the whole request back).
                 IF v_custom > 0 AND v_held > p_max_custom THEN
                     RAISE EXCEPTION USING ERRCODE = 'LG429',
-                        MESSAGE = 'user ' || p_user || ' already holds ' || (v_held - v_custom) || ' custom feed entries of at most ' || p_max_custom
-                            || '; ' || v_custom || ' more are refused (ledger-server --custom-entries-per-user)';
+                        MESSAGE = 'user ' || p_user || ' already holds ' || (v_held - v_custom) || ' of at most ' || p_max_custom
+                            || ' custom feed entries; the ' || v_custom || ' this request adds are refused (ledger-server --custom-entries-per-user)';
                 END IF;
                 -- The origin arrays may be shorter (empty: no custom entry); unnest pads them with NULL.
                 INSERT INTO feed (user_id, seq, type, payload, origin_ledger, payload_is_base64, origin_seq, origin_time, origin_role, origin_key)

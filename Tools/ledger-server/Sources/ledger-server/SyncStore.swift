@@ -362,6 +362,7 @@ enum CustomTypes: Sendable, Equatable, CustomStringConvertible {
             self = .all
             return
         }
+        if names.contains("*") { throw ConfigurationError("--custom-types: * stands alone (every custom type), not in a list of names") }
         for name in names {
             if let problem = CustomTypes.nameProblem(name) {
                 throw ConfigurationError("--custom-types: '\(name)' \(problem) (expected * or comma-separated custom type names)")

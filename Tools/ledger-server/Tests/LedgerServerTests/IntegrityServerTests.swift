@@ -96,8 +96,9 @@ struct IntegrityServerTests {
             }
             let state = try await serverState(url, token: token)
             #expect(state.deviceEvents == wire.count)
-            // Two reads, a removal and a mark-read per encoding, one more read, one listing.
-            #expect(state.head == 1 + 2 * 3 + 1)
+            // Two reads, a removal and a mark-read per encoding, one more read, one listing, and
+            // the custom events: one per encoding, the bytes and the U+0000 (docs/sync.md, "Down").
+            #expect(state.head == 1 + 2 * 3 + 1 + 2 + 2)
         }
     }
 
@@ -134,7 +135,7 @@ struct IntegrityServerTests {
     @Test func migrationsAreCheckedAtStart() async throws {
         try await withHarness { h in
             try await h.startServer()
-            #expect(try await h.psql("SELECT count(*) FROM schema_migrations WHERE name IS NOT NULL AND checksum IS NOT NULL") == "5")
+            #expect(try await h.psql("SELECT count(*) FROM schema_migrations WHERE name IS NOT NULL AND checksum IS NOT NULL") == "6")
             func start() async throws -> Child {
                 let child = try Child(productsDirectory + "/ledger-server",
                                       ["serve", "--port", "0", "--database-url", h.databaseURL, "--secret", Harness.secret])
@@ -151,7 +152,7 @@ struct IntegrityServerTests {
             // A schema of the release before named migrations: names and checksums recorded.
             try await h.psql("UPDATE schema_migrations SET name = NULL, checksum = NULL WHERE version <= 3")
             try await h.startServer()
-            #expect(try await h.psql("SELECT string_agg(name, ',' ORDER BY version) FROM schema_migrations") == "tables,ledger_up,ledgers.lost,content-dedup, ledger_feed_append, ledger_up_v2,ledger_up_v3 (one jsonb batch), ledgers.refused")
+            #expect(try await h.psql("SELECT string_agg(name, ',' ORDER BY version) FROM schema_migrations") == "tables,ledger_up,ledgers.lost,content-dedup, ledger_feed_append, ledger_up_v2,ledger_up_v3 (one jsonb batch), ledgers.refused,custom events in the feed: feed.origin_*, users.custom_entries, ledger_up_v4")
         }
     }
 

@@ -121,7 +121,8 @@ import Testing
 
     /// A batch is acknowledged through `through` (sequences without a shared event included);
     /// its reads, removals and mark-read actions become feed entries carrying the validated
-    /// bytes, which `/v1/down` pages in order; `/v1/state` shows the message state and the ledger.
+    /// bytes, and its custom events entries with their envelope, which `/v1/down` pages in
+    /// order; `/v1/state` shows the message state and the ledger.
     @Test func anUpBatchIsAcknowledgedAndComesDownAsFeedEntries() async throws {
         try await withRouter { r in
             let token = try r.token("cy")
@@ -133,22 +134,26 @@ import Testing
             #expect(answer == SyncWire.UpResponse(user: "cy", ledger: "cy-phone", acked: 6, applied: 4, duplicates: 0))
 
             let page = try await r.down(token, "?after=0")
-            #expect(page.user == "cy" && page.head == 3)
-            #expect(page.changes.map(\.seq) == [1, 2, 3])
-            #expect(page.changes.map(\.type) == ["message.read", "message.removed", "message.read"])
+            #expect(page.user == "cy" && page.head == 4)
+            #expect(page.changes.map(\.seq) == [1, 2, 3, 4])
+            #expect(page.changes.map(\.type) == ["message.read", "com.example.note", "message.removed", "message.read"])
             #expect(page.changes[0].payload == events[0].payload)
-            let generated = try JSONDecoder().decode(ReadChange.self, from: Data(page.changes[2].payload.utf8))
+            // The custom event: its bytes (not UTF-8: in base64) and its envelope; the others have none.
+            #expect(page.changes[1] == SyncWire.Change(seq: 2, type: "com.example.note", payload: "", payloadBase64: "/wAB",
+                                                       origin: SyncWire.ChangeOrigin(ledger: "cy-phone", seq: 2, time: 2, role: "t", key: "n-1")))
+            #expect(page.changes.filter { $0.seq != 2 }.allSatisfy { $0.origin == nil && $0.payloadBase64 == nil })
+            let generated = try JSONDecoder().decode(ReadChange.self, from: Data(page.changes[3].payload.utf8))
             #expect(generated == ReadChange(ids: ["m3"], read: true))
             let second = try await r.down(token, "?after=1&limit=1")
-            #expect(second.head == 3 && second.changes.map(\.seq) == [2])
-            let end = try await r.down(token, "?after=3")
-            #expect(end.head == 3 && end.changes.isEmpty)
+            #expect(second.head == 4 && second.changes.map(\.seq) == [2])
+            let end = try await r.down(token, "?after=4")
+            #expect(end.head == 4 && end.changes.isEmpty)
 
             let state = try await r.state(token, "")
             #expect(state.messages == [.init(id: "m1", read: true, removed: false), .init(id: "m2", read: nil, removed: true),
                                        .init(id: "m3", read: true, removed: false)])
             #expect(state.ledgers == [.init(ledger: "cy-phone", acked: 6)])
-            #expect(state.head == 3 && state.deviceEvents == 4)
+            #expect(state.head == 4 && state.deviceEvents == 4)
             let paged = try await r.state(token, "?limit=2")
             #expect(paged.messages.map(\.id) == ["m1", "m2"] && paged.nextAfter == "m2")
             #expect(try await r.state(token, "?after=m2&limit=2").messages.map(\.id) == ["m3"])
@@ -157,7 +162,7 @@ import Testing
             let flags = [try read(7, "m1", read: false), try read(8, "m2"), try read(9, "m1"), try read(10, "m2", read: false)]
             #expect(try await r.up(token, SyncWire.UpRequest(ledger: "cy-phone", after: 6, through: 10, events: flags)).applied == 4)
             #expect(try await r.state(token, "?limit=2").messages == [.init(id: "m1", read: true, removed: false), .init(id: "m2", read: false, removed: true)])
-            #expect(try await r.down(token, "?after=3").changes.map(\.payload) == flags.map(\.payload))
+            #expect(try await r.down(token, "?after=4").changes.map(\.payload) == flags.map(\.payload))
         }
     }
 
@@ -286,6 +291,193 @@ import Testing
                                        .init(id: "m3", read: nil, removed: false)])
         }
     }
+
+    // MARK: - Custom events
+
+    /// A device's custom events go down the feed in the order the server applies them, among
+    /// the entries of its reads, each once: a resend appends nothing, a reused sequence appends
+    /// the new event. A role the ledger would refuse is the event's own 400 (with its `seq`).
+    @Test func customEventsGoDownTheFeedOnceInOrder() async throws {
+        try await withRouter { r in
+            let token = try r.token("ida")
+            let events = [custom(1, Array(#"{"note":1}"#.utf8), key: "n-1", role: "app"), try read(2, "m1"),
+                          custom(3, [0x00, 0xff], role: nil), custom(4, "com.example.other", Array("é".utf8), role: "widget ✓")]
+            let request = SyncWire.UpRequest(ledger: "ida-phone", after: 0, through: 4, events: events)
+            #expect(try await r.up(token, request).applied == 4)
+            #expect(try await r.up(token, request).duplicates == 4)  // resent: nothing more
+            var feed = try await r.down(token, "")
+            #expect(feed.head == 4)
+            #expect(feed.changes == [
+                SyncWire.Change(seq: 1, type: "com.example.note", payload: #"{"note":1}"#,
+                                origin: SyncWire.ChangeOrigin(ledger: "ida-phone", seq: 1, time: 1, role: "app", key: "n-1")),
+                SyncWire.Change(seq: 2, type: "message.read", payload: try #require(events[1].payload)),
+                SyncWire.Change(seq: 3, type: "com.example.note", payload: "", payloadBase64: "AP8=",
+                                origin: SyncWire.ChangeOrigin(ledger: "ida-phone", seq: 3, time: 3, role: "device")),
+                SyncWire.Change(seq: 4, type: "com.example.other", payload: "é",
+                                origin: SyncWire.ChangeOrigin(ledger: "ida-phone", seq: 4, time: 4, role: "widget ✓")),
+            ])
+            // The JSON: a custom entry carries `origin` (and `payloadBase64` for bytes), a built-in one neither.
+            let json = try #require(try JSONSerialization.jsonObject(with: try await r.send(.get, "/v1/down", token: token).body) as? [String: Any])
+            let changes = try #require(json["changes"] as? [[String: Any]])
+            #expect(changes[1]["origin"] == nil && changes[1]["payloadBase64"] == nil)
+            #expect((changes[2]["origin"] as? [String: Any])?["ledger"] as? String == "ida-phone" && changes[2]["payload"] as? String == "")
+            #expect((changes[2]["origin"] as? [String: Any])?["key"] == nil)
+            // A restored ledger reusing sequence 3 with another event: a new entry.
+            let reused = try await r.up(token, SyncWire.UpRequest(ledger: "ida-phone", after: 2, through: 3, events: [custom(3, Array("new".utf8))]))
+            #expect(reused.applied == 1 && reused.reused == 1)
+            feed = try await r.down(token, "?after=4")
+            #expect(feed.changes.map(\.seq) == [5] && feed.changes.first?.payload == "new" && feed.changes.first?.origin?.seq == 3)
+            // Roles the ledger refuses: the event's own 400, its sequence in the body; nothing written.
+            let before = try await r.state(token, "")
+            for (role, fragment) in [("", "1–64 bytes"), (String(repeating: "r", count: 65), "1–64 bytes"), ("a\u{0}b", "U+0000"),
+                                     ("line\u{2028}", "U+2028"), ("tab\t", "U+0009")] {
+                let answer = try await r.send(.post, "/v1/up", token: token, body: try JSONEncoder().encode(
+                    SyncWire.UpRequest(ledger: "ida-phone", after: 4, through: 6, events: [try read(5, "m2"), custom(6, [], role: role)])))
+                #expect(answer.status == .badRequest, "\(role.debugDescription)")
+                let error = try answer.error()
+                #expect(error.seq == 6 && error.message.contains("events[1].role") && error.message.contains(fragment), "\(error.message)")
+            }
+            #expect(try await r.state(token, "") == before)
+            #expect(try await r.down(token, "").head == 5)
+        }
+    }
+
+    /// `--custom-types`: a custom type outside the list is refused for its content — `400` with
+    /// its `seq`, nothing of the batch written — and the batch sent again without it, declaring
+    /// it refused, goes through; built-in types are not concerned. A publish of such a type is a
+    /// 400 naming the field.
+    @Test func aCustomTypeTheServerDoesNotAcceptIsRefusedWithItsSequence() async throws {
+        try await withRouter(RequestLimits(customTypes: .only(["com.example.note"]))) { r in
+            let token = try r.token("jo"), backend = try r.token("jo", .publish)
+            let events = [custom(1, Array("a".utf8)), try read(2, "m1"), custom(3, "com.example.secret", Array("s".utf8))]
+            let refused = try await r.send(.post, "/v1/up", token: token,
+                                           body: try JSONEncoder().encode(SyncWire.UpRequest(ledger: "jo-1", after: 0, through: 3, events: events)))
+            #expect(refused.status == .badRequest)
+            let error = try refused.error()
+            #expect(error.seq == 3)
+            #expect(error.message == "events[2].type: 'com.example.secret' is not a custom type this server accepts (ledger-server --custom-types com.example.note)")
+            try await r.expectNothingStored(for: "jo")
+            let answer = try await r.up(token, SyncWire.UpRequest(ledger: "jo-1", after: 0, through: 3, events: Array(events.prefix(2)), refused: [3]))
+            #expect(answer.applied == 2 && answer.refused == 1)
+            #expect(try await r.down(token, "").changes.map(\.type) == ["com.example.note", "message.read"])
+            let publish = try await r.send(.post, "/v1/publish", token: backend, body: try JSONEncoder().encode(
+                SyncWire.PublishRequest(messages: [], events: [published("com.example.note", []), published("com.example.secret", [])])))
+            #expect(publish.status == .badRequest)
+            #expect(try publish.error().message.hasPrefix("events[1].type: 'com.example.secret' is not a custom type this server accepts"))
+            #expect(try publish.error().seq == nil)
+            #expect(try await r.down(token, "").head == 2)
+        }
+        // No custom type at all.
+        try await withRouter(RequestLimits(customTypes: .only([]))) { r in
+            let answer = try await r.send(.post, "/v1/up", token: try r.token("jo"),
+                                          body: try JSONEncoder().encode(SyncWire.UpRequest(ledger: "jo-1", after: 0, through: 1, events: [custom(1, [])])))
+            #expect(answer.status == .badRequest)
+            #expect(try answer.error().message.contains("--custom-types none"))
+        }
+        #expect(throws: ConfigurationError.self) { try CustomTypes(parsing: "com.example.note, message.read") }
+        #expect(throws: ConfigurationError.self) { try CustomTypes(parsing: "inbox.mine") }
+        #expect(throws: ConfigurationError.self) { try CustomTypes(parsing: "*,com.example.note") }
+        #expect(try CustomTypes(parsing: " * ") == .all)
+        #expect(try CustomTypes(parsing: "com.a, com.b,") == .only(["com.a", "com.b"]))
+        #expect(try CustomTypes(parsing: "") == .only([]))
+    }
+
+    /// `--custom-entries-per-user`: a batch or a publish whose custom events would take the user
+    /// beyond the bound is `429 too_many` and writes nothing (the ledger is not acknowledged); a
+    /// duplicate or a built-in event is not counted; other users are not concerned.
+    @Test func customFeedEntriesAreBoundedPerUser() async throws {
+        try await withRouter(RequestLimits(customEntriesPerUser: 3)) { r in
+            let token = try r.token("kim"), backend = try r.token("kim", .publish)
+            let first = SyncWire.UpRequest(ledger: "kim-1", after: 0, through: 2, events: [custom(1, []), custom(2, [])])
+            #expect(try await r.up(token, first).applied == 2)
+            #expect(try await r.up(token, first).duplicates == 2)  // a resend counts nothing
+            let before = try await r.state(token, "")
+            let over = try await r.send(.post, "/v1/up", token: token, body: try JSONEncoder().encode(
+                SyncWire.UpRequest(ledger: "kim-1", after: 2, through: 4, events: [try read(3, "m1"), custom(4, [])])))
+            #expect(over.status == .ok)  // one more: at the bound
+            let beyond = try await r.send(.post, "/v1/up", token: token, body: try JSONEncoder().encode(
+                SyncWire.UpRequest(ledger: "kim-1", after: 4, through: 6, events: [try read(5, "m2"), custom(6, [])])))
+            #expect(beyond.status == .tooManyRequests)
+            #expect(try beyond.error() == SyncWire.ErrorBody(
+                error: "too_many", message: "user kim already holds 3 of at most 3 custom feed entries; the 1 this request adds are refused (ledger-server --custom-entries-per-user)"))
+            var after = try await r.state(token, "")
+            #expect(after.ledgers == [.init(ledger: "kim-1", acked: 4)] && after.head == before.head + 2)
+            let published = try await r.send(.post, "/v1/publish", token: backend, body: try JSONEncoder().encode(
+                SyncWire.PublishRequest(messages: [InboxMessage(id: "m9", title: "Nine", sentAt: Timestamp(micros: 1))], events: [published(Array("t".utf8))])))
+            #expect(published.status == .tooManyRequests)
+            after = try await r.state(token, "")
+            #expect(after.head == before.head + 2 && after.messages.map(\.id) == ["m1"])  // not the listing either
+            // Built-in events and listings go on.
+            #expect(try await r.up(token, SyncWire.UpRequest(ledger: "kim-1", after: 4, through: 5, events: [try read(5, "m2")])).applied == 1)
+            #expect(try await r.send(.post, "/v1/publish", token: backend, body: try JSONEncoder().encode(
+                SyncWire.PublishRequest(messages: [InboxMessage(id: "m9", title: "Nine", sentAt: Timestamp(micros: 1))]))).status == .ok)
+            // Another user has a bound of their own.
+            #expect(try await r.up(try r.token("lea"), SyncWire.UpRequest(ledger: "lea-1", after: 0, through: 3,
+                                                                              events: [custom(1, []), custom(2, []), custom(3, [])])).applied == 3)
+        }
+    }
+
+    /// `POST /v1/publish` with `events[]`: custom events after the listing (or alone), each with
+    /// the origin `{role: server, seq: its position, time: the server's clock, key}`; the answer's
+    /// `seq` is the last position; every refusal names its field; a device token is 403.
+    @Test func publishedCustomEventsFollowTheListing() async throws {
+        try await withRouter { r in
+            let device = try r.token("max"), backend = try r.token("max", .publish)
+            let message = InboxMessage(id: "m1", title: "One", sentAt: Timestamp(micros: 1_795_000_000_000_000))
+            func publish(_ request: SyncWire.PublishRequest, token: String? = nil) async throws -> RouterFixture.Answer {
+                try await r.send(.post, "/v1/publish", token: token ?? backend, body: try JSONEncoder().encode(request))
+            }
+            let start = API<MemoryStore>.nowMicros()
+            let both = try await publish(SyncWire.PublishRequest(messages: [message], events: [
+                published(Array(#"{"task":1}"#.utf8), key: "task-1"), published([0xff, 0xfe, 0x00], base64: true)]))
+            #expect(both.status == .ok)
+            #expect(try JSONDecoder().decode(SyncWire.PublishResponse.self, from: both.body).seq == 3)
+            let alone = try await publish(SyncWire.PublishRequest(messages: [], events: [published(Array("x".utf8))]))
+            #expect(try JSONDecoder().decode(SyncWire.PublishResponse.self, from: alone.body).seq == 4)
+            let feed = try await r.down(device, "")
+            #expect(feed.changes.map(\.type) == ["inbox.synced", "com.example.task", "com.example.task", "com.example.task"])
+            #expect(feed.changes[0].origin == nil)
+            #expect(feed.changes.dropFirst().map { $0.origin.map { [$0.ledger ?? "-", String($0.seq), $0.role, $0.key ?? "-"] } } ==
+                    [["-", "2", "server", "task-1"], ["-", "3", "server", "-"], ["-", "4", "server", "-"]])
+            #expect(feed.changes[2].payloadBytes == [0xff, 0xfe, 0x00] && feed.changes[2].payload.isEmpty)
+            #expect(feed.changes[1].payload == #"{"task":1}"# && feed.changes[1].payloadBase64 == nil)
+            let times = feed.changes.dropFirst().compactMap(\.origin?.time)
+            #expect(times.count == 3 && times.allSatisfy { $0 >= start && $0 <= API<MemoryStore>.nowMicros() })
+
+            // Refusals, each naming its field; nothing written.
+            var both64 = published(Array("p".utf8))
+            both64.payloadBase64 = "cA=="
+            var badBase64 = published([])
+            badBase64.payload = nil
+            badBase64.payloadBase64 = "%%%"
+            let cases: [(SyncWire.PublishEvent, String)] = [
+                (published("message.read", Array(#"{"ids":["m1"],"read":true}"#.utf8)), "events[0].type: 'message.read' is a built-in type"),
+                (published("inbox.mine", []), "events[0].type: 'inbox.mine' is in a namespace reserved"),
+                (published("has space", []), "events[0].type: 1–128 bytes of printable ASCII"),
+                (published(Array("p".utf8), key: "k\u{0}"), "events[0].key"),
+                (published(Array("p".utf8), key: "e\u{301}"), "events[0].key"),
+                (published(Array("p".utf8), key: String(repeating: "k", count: 257)), "events[0].key: 1–256 bytes"),
+                (both64, "events[0]: exactly one of payload or payloadBase64"),
+                (badBase64, "events[0]: exactly one of payload or payloadBase64 (valid base64)"),
+                (published(Array(repeating: 0x61, count: 65_537)), "events[0]: payload over 65536 bytes"),
+            ]
+            for (event, fragment) in cases {
+                let answer = try await publish(SyncWire.PublishRequest(messages: [message], events: [event]))
+                #expect(answer.status == .badRequest, "\(fragment)")
+                let message = try answer.error().message
+                #expect(message.contains(fragment), "\(message)")
+            }
+            let many = try await publish(SyncWire.PublishRequest(messages: [], events: Array(repeating: published([]), count: 1001)))
+            #expect(many.status == .badRequest)
+            #expect(try many.error().message == "events: at most 1000 per request, got 1001")
+            let nothing = try await publish(SyncWire.PublishRequest(messages: [], events: []))
+            #expect(nothing.status == .badRequest)
+            #expect(try nothing.error().message == "nothing to publish")
+            let forbidden = try await publish(SyncWire.PublishRequest(messages: [], events: [published([])]), token: device)
+            #expect(forbidden.status == .forbidden)
+            #expect(try await r.down(device, "").head == 4)
+        }
+    }
 }
 
 // MARK: - The fixture
@@ -377,18 +569,28 @@ func read(_ seq: UInt64, _ id: String, read: Bool = true) throws -> SyncWire.UpE
 /// A custom event as a device sends it: sequence `seq`, committed at `seq` µs, appended by a
 /// process of `role` (nil: an older client that sends none); its payload as text when it is
 /// UTF-8, else in base64 (as `SyncWire.UpEvent` sends it).
-func custom(_ seq: UInt64, _ type: String = "com.example.note", _ payload: [UInt8], key: String? = nil, role: String? = "t") -> SyncWire.UpEvent {
+func custom(_ seq: UInt64, _ type: String, _ payload: [UInt8], key: String? = nil, role: String? = "t") -> SyncWire.UpEvent {
     var event = SyncWire.UpEvent(Event(sequence: seq, timestampMicros: Int64(seq), origin: Origin(role: role ?? "t"), type: type, key: key, payload: payload))
     event.role = role
     return event
 }
 
+/// A `com.example.note` as a device sends it (``custom(_:_:_:key:role:)``).
+func custom(_ seq: UInt64, _ payload: [UInt8], key: String? = nil, role: String? = "t") -> SyncWire.UpEvent {
+    custom(seq, "com.example.note", payload, key: key, role: role)
+}
+
 /// A custom event of `type` the backend publishes, its payload as text, or in base64 when `base64`.
-func published(_ type: String = "com.example.task", _ payload: [UInt8], key: String? = nil, base64: Bool = false) -> SyncWire.PublishEvent {
+func published(_ type: String, _ payload: [UInt8], key: String? = nil, base64: Bool = false) -> SyncWire.PublishEvent {
     var event = SyncWire.PublishEvent(type: type, payload: String(decoding: payload, as: UTF8.self), key: key)
     if base64 {
         event.payload = nil
         event.payloadBase64 = Data(payload).base64EncodedString()
     }
     return event
+}
+
+/// A `com.example.task` the backend publishes (``published(_:_:key:base64:)``).
+func published(_ payload: [UInt8], key: String? = nil, base64: Bool = false) -> SyncWire.PublishEvent {
+    published("com.example.task", payload, key: key, base64: base64)
 }

@@ -439,25 +439,53 @@ final class SyncFlowRun {
     }
 
     /// The server holds each shared event once, its feed is the model's, entry for entry, and
-    /// each device's relay is acknowledged to where its cursor stands.
+    /// each device's relay is acknowledged to where its cursor stands. The custom events the
+    /// devices shared are in the feed too, once each with its envelope (docs/sync.md, "Down"),
+    /// compared with the devices' own events: the model's feed is compared without them.
     private func serverMismatch() async throws -> String? {
         let state = try await serverState(url, token: token)
         let shared = model.devices.map(\.sharedCount).reduce(0, +)
         if state.deviceEvents != shared { return "server holds \(state.deviceEvents) device events, the devices shared \(shared)" }
-        if state.head != UInt64(model.feed.count) { return "feed head \(state.head), model \(model.feed.count)" }
-        var feed: [DomainEvent] = []
+        var feed: [DomainEvent] = [], customs: [SyncWire.Change] = []
+        var head: UInt64 = 0
         while true {
-            let (status, data) = try await http("GET", url, "/v1/down?after=\(feed.count)&limit=1000", token: token)
+            let (status, data) = try await http("GET", url, "/v1/down?after=\(head)&limit=1000", token: token)
             guard status == 200 else { return "down: \(status)" }
             let page = try JSONDecoder().decode(SyncWire.DownResponse.self, from: data)
             if page.changes.isEmpty { break }
             for change in page.changes {
-                guard change.seq == UInt64(feed.count + 1) else { return "feed entry \(change.seq) after \(feed.count)" }
-                feed.append(try DomainEvent.decode(type: change.type, payload: Array(change.payload.utf8)))
+                guard change.seq == head + 1 else { return "feed entry \(change.seq) after \(head)" }
+                head = change.seq
+                if change.origin != nil {
+                    customs.append(change)
+                } else {
+                    feed.append(try DomainEvent.decode(type: change.type, payload: Array(change.payload.utf8)))
+                }
             }
         }
-        for (i, (entry, expected)) in zip(feed, model.feed).enumerated() where entry != expected {
-            return "feed entry \(i + 1): \(entry), model \(expected)"
+        if state.head != head { return "feed head \(state.head), entries through \(head)" }
+        let expected = model.feed.filter { if case .custom = $0 { false } else { true } }
+        if feed.count != expected.count { return "\(feed.count) built-in feed entries, model \(expected.count)" }
+        for (i, (entry, expected)) in zip(feed, expected).enumerated() where entry != expected {
+            return "built-in feed entry \(i + 1): \(entry), model \(expected)"
+        }
+        // One custom entry per shared custom event of the devices, each with the event's envelope.
+        var sent: [String: Event] = [:]
+        for device in devices {
+            let events = try await device.ledger.read({ try $0.events(after: 0, limit: 100_000) }).filter { e in
+                e.type == Self.sharedCustom && !(e.key?.hasPrefix(SyncWire.downKeyPrefix) ?? false)
+            }
+            for e in events { sent["\(device.ledger.metadata.ledgerID)/\(e.sequence)"] = e }
+        }
+        if customs.count != sent.count { return "\(customs.count) custom feed entries, the devices shared \(sent.count) custom events" }
+        for change in customs {
+            guard let origin = change.origin, let event = sent.removeValue(forKey: "\(origin.ledger ?? "-")/\(origin.seq)") else {
+                return "custom feed entry \(change.seq) (\(String(describing: change.origin))) is none of the devices' events, or a second one"
+            }
+            if change.type != event.type || change.payloadBytes != event.payload || origin.time != event.timestampMicros
+                || origin.role != event.origin.role || origin.key != event.key {
+                return "custom feed entry \(change.seq): \(change), the device's event \(event)"
+            }
         }
         let messages = state.messages.map { "\($0.id) read \($0.read.map(String.init) ?? "-") removed \($0.removed)" }
         let expectedMessages = model.serverMessages.sorted { $0.key < $1.key }

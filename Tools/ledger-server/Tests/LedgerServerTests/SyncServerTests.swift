@@ -30,11 +30,12 @@ func localActivity(_ ledger: Ledger, count: Int, ids: [String], seed: UInt64) th
     if !events.isEmpty { try ledger.append(contentsOf: events) }
 }
 
-/// The feed entries a ledger's shared events make (docs/sync.md, "Up"): reads, removals, mark-reads.
+/// The feed entries a ledger's shared events make (docs/sync.md, "Up"): reads, removals,
+/// mark-reads and custom events.
 func feedEntries(of events: [Event]) -> Int {
     events.filter { e in
         switch try? DomainEvent.decode(type: e.type, payload: e.payload) {
-        case .messageRead, .messageRemoved: true
+        case .messageRead, .messageRemoved, .custom: true
         case .widgetAction(let a): a.kind == .markRead
         default: false
         }
