@@ -2,7 +2,9 @@
 # The sync demo (docs/sync.md): a private PostgreSQL, ledger-server, and two device ledgers of
 # one user each running `ledger sync --watch`. The backend publishes four messages; device A
 # reads one and archives one, device B taps "mark read" on a third in its widget; both show the
-# same inbox. Then `ledger inspect` on both, and everything is stopped.
+# same inbox. Then both go offline and edit the same note (the shared notes of docs/apps.md,
+# Examples/SharedNotes); back online, both show the same note. Then `ledger inspect` on both,
+# and everything is stopped.
 #   DEMO_DIR   where it all lives (default: /tmp/inbox-ledger-demo-sync, recreated each run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,8 +21,11 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 if [ -z "${LEDGER_BIN:-}" ]; then swift build --product ledger >&2; fi
+if [ -z "${NOTES_BIN:-}" ]; then swift build --product shared-notes >&2; fi
 (cd Tools/ledger-server && swift build --product ledger-server >&2)
 LEDGER="${LEDGER_BIN:-$ROOT/.build/debug/ledger}"
+NOTES="${NOTES_BIN:-$ROOT/.build/debug/shared-notes}"
+SHARE=(--share com.example.note-edited --share com.example.task-added --share com.example.task-done)
 SERVER="$ROOT/Tools/ledger-server/.build/debug/ledger-server"
 DIR="${DEMO_DIR:-/tmp/inbox-ledger-demo-sync}"
 rm -rf "$DIR"
@@ -58,9 +63,11 @@ curl -sf -X POST "$URL/v1/publish" -H "Authorization: Bearer $PUBLISH" -H 'Conte
   {"id": "m4", "title": "Invoice available", "sentAt": "2026-11-22T11:00:00Z"}]}' >/dev/null
 echo "published 4 messages for alice"
 
+declare -A syncing
 for device in A B; do
-    "$LEDGER" sync "$DIR/device-$device" --create --server "$URL" --token "$DEVICE" --watch >"$DIR/sync-$device.log" 2>&1 &
+    "$LEDGER" sync "$DIR/device-$device" --create --server "$URL" --token "$DEVICE" "${SHARE[@]}" --watch >"$DIR/sync-$device.log" 2>&1 &
     pids+=($!)
+    syncing[$device]=$!
 done
 # Wait until both devices list the four messages.
 converged() {
@@ -90,6 +97,30 @@ for device in A B; do
     "$LEDGER" widget "$DIR/device-$device" --limit 5
     echo
 done
+
+# The app's own data on every device (docs/sync.md, "Custom events on every device"): both
+# devices go offline and edit note n1; each shows its own edit at once.
+for device in A B; do kill -9 "${syncing[$device]}" 2>/dev/null || true; done
+"$NOTES" "$DIR/device-A" edit n1 "Buy milk" --role app
+"$NOTES" "$DIR/device-B" edit n1 "Buy oat milk and bread" --role widget
+echo "offline, both devices edited note n1:"
+for device in A B; do echo "  device $device: $("$NOTES" "$DIR/device-$device" show | grep '^note n1')"; done
+# Back online: device A through the example's own client (its projections registered), device B
+# through `ledger sync` (none registered: the example's next read applies what came down).
+"$NOTES" "$DIR/device-A" sync --server "$URL" --token "$DEVICE" --watch >"$DIR/notes-sync-A.log" 2>&1 &
+pids+=($!)
+"$LEDGER" sync "$DIR/device-B" --server "$URL" --token "$DEVICE" "${SHARE[@]}" --watch >>"$DIR/sync-B.log" 2>&1 &
+pids+=($!)
+notes_same() {
+    local a b
+    a=$("$NOTES" "$DIR/device-A" show 2>/dev/null | grep '^note ') || return 1
+    b=$("$NOTES" "$DIR/device-B" show 2>/dev/null | grep '^note ') || return 1
+    [ "$a" = "$b" ] && ! echo "$a" | grep -q "not synced yet"
+}
+until notes_same; do sleep 0.2; done
+echo "online again, both devices show the note the server placed last:"
+for device in A B; do echo "  device $device: $("$NOTES" "$DIR/device-$device" show | grep '^note n1')"; done
+echo
 for device in A B; do
     echo "== ledger inspect device-$device"
     "$LEDGER" inspect "$DIR/device-$device"

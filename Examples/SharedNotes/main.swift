@@ -124,7 +124,7 @@ func sync(_ ledger: Ledger, path: String, arguments: [String]) async throws {
     guard let server = option("--server", in: arguments).flatMap(URL.init(string:)), let token = option("--token", in: arguments) else {
         fail("sync needs --server URL and --token TOKEN")
     }
-    let configuration = SyncConfiguration(server: server, token: token, stateFile: path + ".notes-sync-state", sharedCustomTypes: sharedTypes)
+    let configuration = SyncConfiguration(server: server, token: token, stateFile: path + ".sync-state", sharedCustomTypes: sharedTypes)
     let client = try SyncClient(ledger: ledger, configuration: configuration)
     guard arguments.contains("--watch") else {
         let report = try await client.syncOnce()

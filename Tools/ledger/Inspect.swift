@@ -147,7 +147,8 @@ struct Inspect: ParsableCommand, GuardedCommand {
         var lines = ["  app projections"]
         for p in projections {
             let built = p.builtFrom > 0 ? " (built from \(p.builtFrom))" : ""
-            lines.append(Style.fit("    \(p.name) v\(p.version) \(p.status) · \(p.rows) \(p.rows == 1 ? "row" : "rows") · applied through \(p.appliedThrough)\(built)"))
+            let pending = p.pendingSharedEvents > 0 ? " · \(p.pendingSharedEvents) shared pending" : ""
+            lines.append(Style.fit("    \(p.name) v\(p.version) \(p.status) · \(p.rows) \(p.rows == 1 ? "row" : "rows") · applied through \(p.appliedThrough)\(built)\(pending)"))
             if let failure = p.failure { lines += Units.wrap("      failed  ", Untrusted.escaped(failure)) }
         }
         return lines

@@ -153,6 +153,8 @@ func targets(_ all: [Measurement]) -> String {
     check("W9-L read 40,000 behind (p50)", find("W9-L", "projection-behind")?.p50Micros, "≤ 10 ms", { $0 <= 10_000 }, "µs")
     check("W9-R projection-top10 vs W4 widget read (p50)", find("W9-R", "projection-top10")?.p50Micros.flatMap { t in find("W9-R", "ledger")?.p50Micros.map { t / $0 } },
           "≤ 2×") { $0 <= 2 }
+    // Issue 39: a page of the feed over 100 pending own events, rebase included.
+    check("W10-P page of 1,000 over 100 pending (p50)", find("W10-P", "ledger+projection")?.p50Micros, "≤ 50 ms", { $0 <= 50_000 }, "µs")
     return lines.isEmpty ? "" : "Targets (this run):\n" + lines.joined(separator: "\n") + "\n"
 }
 

@@ -1,6 +1,6 @@
 // The nine workloads. Each repetition runs every system once, interleaved, on the same data.
 import Foundation
-import InboxLedger
+@_spi(LedgerSync) import InboxLedger
 import LedgerBenchSupport
 
 /// Sizes of a run: the full run, or `--quick` (every workload briefly, for CI).
@@ -95,7 +95,7 @@ final class Bench {
     static let allWriters: [SystemKind] = [.ledger, .ledgerJSON, .lmdbSameJob, .lmdb, .sqliteFull, .sqliteNormal, .rewrite]
     static let logs: [SystemKind] = [.ledger, .lmdb, .sqliteFull]
 
-    lazy var workloads: [Workload] = [w1, w2Single, w2Threads, w2Callers, w3, w4, w5, w6, w7, w8, w9Single, w9Batch, w9Read, w9Cold, w9Opening, w9Build, w9Behind]
+    lazy var workloads: [Workload] = [w1, w2Single, w2Threads, w2Callers, w3, w4, w5, w6, w7, w8, w9Single, w9Batch, w9Read, w9Cold, w9Opening, w9Build, w9Behind, w10Settled, w10Pending]
 
     // W1: batches of 1,000 inbox-sync deltas, projections included.
     var w1: Workload {
@@ -500,6 +500,22 @@ extension Bench {
         }
     }
 
+    // W10-0: a page of 1,000 feed entries, nothing pending (the rebase's baseline).
+    var w10Settled: Workload {
+        Workload(id: "W10-0", title: "custom events from the feed: a page of 1,000 entries, nothing pending (append latency)",
+                 systems: [.ledgerProjection], baseline: .ledgerProjection) { _, repetition, bench in
+            try bench.feedPage(pending: 0, repetition: repetition)
+        }
+    }
+
+    // W10-P: the same page on a device with 100 pending shared events of its own (the rebase).
+    var w10Pending: Workload {
+        Workload(id: "W10-P", title: "custom events from the feed: a page of 1,000 entries over 100 pending own events (append latency, rebase included)",
+                 systems: [.ledgerProjection], baseline: .ledgerProjection) { _, repetition, bench in
+            try bench.feedPage(pending: 100, repetition: repetition)
+        }
+    }
+
     // W9-L: a read-only widget's read of the task list `behindEvents` events behind (appended by
     // a process without the projection; no registered writer since): bounded at 1,000 replays.
     var w9Behind: Workload {
@@ -521,6 +537,37 @@ extension Bench {
             for _ in 0..<50 { latencies.append(try timeMicros { _ = try read() }) }
             return Observation(opsPerSecond: Double(latencies.count) / (latencies.reduce(0, +) / 1e6), latencies: latencies)
         }
+    }
+}
+
+extension Bench {
+    /// W10: one page of 1,000 feed entries (other devices' tasks, `NewEvent.fromFeed`, what the
+    /// sync client appends) on a device whose task list has `pending` shared events of its own
+    /// not placed yet: the append's latency, which includes the rebase (docs/semantics.md,
+    /// "Custom events on every device"). A fresh ledger per page; 20 pages a repetition.
+    func feedPage(pending: Int, repetition: Int) throws -> Observation {
+        let pages = 20, entries = 1_000
+        var latencies: [Double] = []
+        for page in 0..<pages {
+            let path = directory("w10-\(pending)-\(repetition)-\(page)", .ledgerProjection)
+            try? FileManager.default.removeItem(atPath: path)
+            let ledger = try openTaskLedger(path, projection: true)
+            try ledger.shareEventTypes([TaskAdded.eventType, TaskDone.eventType, TaskRemoved.eventType])
+            // This device's own pending events: tasks added, some of them ticked (their rows
+            // are among those the feed's entries change).
+            _ = try ledger.append(contentsOf: try (0..<pending).map { i in
+                i % 4 == 3 ? try NewEvent(TaskDone(id: "task-\(i - 3)")) : try NewEvent(TaskLog.added(i))
+            })
+            let feed = try (0..<entries).map { i -> NewEvent in
+                let event = try TaskLog.event(i)
+                return NewEvent.fromFeed(type: event.type, payload: event.payload, key: "sync-down-bench-\(i + 1)", time: 1_795_000_000_000_000 + Int64(i),
+                                         role: "tablet", origin: FeedOrigin(ledger: "other-device", sequence: UInt64(i + 1), key: nil, position: UInt64(i + 1)))
+            }
+            latencies.append(try timeMicros { _ = try ledger.append(AppendRequest(feed)) })
+            let rows = try ledger.read { try $0.projection(TaskList.self).contents(limit: 1) }
+            guard rows.head == UInt64(pending + entries) else { throw BenchFailure("W10: the projection did not apply the page") }
+        }
+        return Observation(opsPerSecond: Double(pages * entries) / (latencies.reduce(0, +) / 1e6), latencies: latencies)
     }
 }
 

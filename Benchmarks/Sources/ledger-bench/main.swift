@@ -27,7 +27,7 @@ struct Options: ParsableCommand {
     var json = false
     @Option(help: ArgumentHelp("Repetitions of each workload (default 3; --quick 1).", valueName: "n"))
     var repetitions: Int?
-    @Option(help: ArgumentHelp("Only these, comma-separated (W1 W2-1 W2-8 W2-64 W3 W4 W5 W6 W7 W8 W9-1 W9-B W9-R W9-C W9-O W9-U W9-L; a prefix like W2 selects all its parts).",
+    @Option(help: ArgumentHelp("Only these, comma-separated (W1 W2-1 W2-8 W2-64 W3 W4 W5 W6 W7 W8 W9-1 W9-B W9-R W9-C W9-O W9-U W9-L W10-0 W10-P; a prefix like W2 selects all its parts).",
                                valueName: "list"),
             transform: { Set($0.split(separator: ",").map { $0.uppercased() }) })
     var workloads: Set<String>?

@@ -239,6 +239,7 @@ struct AppProjectionBuild: LedgerAccessing {
                 meta.rows = 0
                 meta.skipped = nil
                 meta.lastSkipped = nil
+                meta.pending = nil  // cleared with the state: the build folds the log again
             case .building, .ready:
                 while meta.appliedThrough < head, monotonicNanoseconds() - started < ProjectionBuildPacing.stepNanoseconds {
                     _ = try projection.catchUp(&meta, through: head, limit: ProjectionBuildPacing.chunk, in: tables, into: store,

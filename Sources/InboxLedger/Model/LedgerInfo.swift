@@ -66,4 +66,7 @@ public struct ProjectionInfo: Sendable, Hashable, Codable {
     public var skippedEvents: Int = 0
     /// The last event skipped: its sequence, type and why (nil: none).
     public var lastSkipped: String?
+    /// This ledger's shared events it applies on top of the confirmed state until the user's
+    /// feed places them (docs/semantics.md, "Custom events on every device"); 0: none.
+    public var pendingSharedEvents: Int = 0
 }

@@ -667,7 +667,7 @@ extension ProjectionInfo {
     init(_ meta: AppProjectionMeta) {
         self.init(name: meta.name, version: meta.version, status: meta.status.rawValue, appliedThrough: meta.appliedThrough,
                   builtFrom: meta.builtFrom, rows: meta.rows, eventTypes: meta.eventTypes, failure: meta.failure,
-                  skippedEvents: meta.skipped ?? 0, lastSkipped: meta.lastSkipped)
+                  skippedEvents: meta.skipped ?? 0, lastSkipped: meta.lastSkipped, pendingSharedEvents: meta.pending?.count ?? 0)
     }
 }
 

@@ -206,6 +206,7 @@ extension LedgerMaintenance {
                 var rebuild = meta
                 rebuild.rows = 0
                 rebuild.appliedThrough = meta.builtFrom
+                rebuild.pending = nil
                 if meta.builtFrom + 1 < first {
                     guard let start = try snapshotHolding(meta, after: first, in: tables, cache: &snapshots) else {
                         // Not damage: a compaction may keep an older snapshot that covers the
@@ -216,6 +217,7 @@ extension LedgerMaintenance {
                     for (key, value) in start.store.sorted(.apps) where key.starts(with: space.prefix) { try rebuilt.put(.apps, key, value) }
                     rebuild.rows = start.meta.rows
                     rebuild.appliedThrough = start.meta.appliedThrough
+                    rebuild.pending = start.meta.pending
                 }
                 while rebuild.appliedThrough < meta.appliedThrough {
                     let events = try registry.upcast(tables.events.events(after: rebuild.appliedThrough, limit: 1000).filter { $0.sequence <= meta.appliedThrough })
