@@ -154,6 +154,31 @@ import TestSupport
         #expect(try pending(ledger) == [mine])
     }
 
+    /// Refuses a note whose text is "bad", whoever appends it.
+    struct Strict: LedgerProjection {
+        struct Row: Codable, Sendable, Hashable { var text: String }
+        struct Bad: Error {}
+        static let name = "test.strict"
+        static let version = 1
+        static let eventTypes: Set<String> = [NoteEdited.eventType]
+        static func apply(_ event: Event, to state: inout ProjectionUpdate<Strict>) throws {
+            let edit = try event.decode(as: NoteEdited.self)
+            if edit.text == "bad" { throw Bad() }
+            try state.set(Row(text: edit.text), for: edit.noteID)
+        }
+    }
+
+    /// An event from the feed is never this process's own append: one `apply` refuses is skipped
+    /// and counted, and the sync client's page goes in (docs/semantics.md, "Events `apply` refuses").
+    @Test func aFeedEventApplyRefusesIsSkippedAndThePageIsAppended() throws {
+        let ledger = try open([Strict.self])
+        #expect(throws: LedgerError.self) { try ledger.append(edit("n0", "bad")) }   // its own: refused
+        try ledger.append(contentsOf: [try fromFeed("n1", "bad", position: 1), try fromFeed("n2", "good", position: 2)])
+        let contents = try ledger.read { try $0.projection(Strict.self).contents() }
+        #expect(contents.rows.map(\.key) == ["n2"])
+        #expect(try ledger.projections.list().first?.skippedEvents == 1)
+    }
+
     /// The sync process registers no projection (like `ledger sync`): the feed's events and the
     /// settlements reach the projection through a read's catch-up (in memory) and then the next
     /// registered append's (stored), and a new version built from the log ends the same.

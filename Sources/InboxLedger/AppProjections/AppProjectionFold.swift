@@ -43,6 +43,7 @@ enum AppProjectionFold {
         /// (a replay's rule) instead of failing the stage.
         func apply(_ event: Event, _ placement: EventPlacement, skipping: Bool) throws(LedgerError) {
             update.placement = placement
+            update.context = skipping ? .replaying : context
             last = event
             applied = true
             if skipping {
@@ -106,8 +107,10 @@ enum AppProjectionFold {
                 if !queue.isEmpty { try unwind() }
                 try apply(event, .local, skipping: false)
             case .feed(let origin):
+                // Another device's: never this process's own append to refuse (a throw skips it,
+                // the sync client's page is not refused).
                 if !queue.isEmpty { try unwind() }
-                try apply(event, .confirmed(feedPosition: origin.position), skipping: false)
+                try apply(event, .confirmed(feedPosition: origin.position), skipping: context == .appending)
             }
         }
         if undo == nil, !queue.isEmpty {

@@ -193,9 +193,9 @@ public struct ProjectionUpdate<P: LedgerProjection> {
     @usableFromInline var changed: [String: P.Row?] = [:]
     /// The document as changed so far.
     public var document: P.Document
-    /// Whether the events are being appended now or are in the log already: what a throw
-    /// from ``LedgerProjection/apply(_:to:)`` does.
-    public let context: ProjectionApplyContext
+    /// Whether the event is being appended now by this process or is in the log already (or
+    /// came down the user's feed): what a throw from ``LedgerProjection/apply(_:to:)`` does.
+    public internal(set) var context: ProjectionApplyContext
     /// Where the event being applied stands in the user's order across devices: this
     /// device's own and not shared, shared and not yet placed by the user's feed, or placed at
     /// its feed position (docs/semantics.md, "Custom events on every device").
@@ -286,7 +286,10 @@ public enum ProjectionApplyContext: Sendable, Hashable {
     /// is written.
     case appending
     /// The event is in the log already — appended by a process that does not keep this
-    /// version, or read again by a build, a read's catch-up or `verify`: a throw skips it (its
+    /// version, or read again by a build, a read's catch-up or `verify` — or is not this
+    /// process's own: another device's from the user's feed, or this device's pending shared
+    /// event applied again on another state (docs/semantics.md, "Custom events on every
+    /// device"): a throw skips it (its
     /// changes are dropped, the next events are applied), and the projection's record counts
     /// it (`ledger inspect`, ``ProjectionInfo/skippedEvents``).
     case replaying
