@@ -28,8 +28,8 @@ import TestSupport
 
         let event = try ledger("events", path, "--json").stdout.split(separator: "\n").map(String.init)
         #expect(event.count == 2)
-        #expect(try keys(event[1]) == ["sequence", "type", "origin", "timestamp", "key", "data"])
-        #expect(try keys(event[0]) == ["sequence", "type", "origin", "timestamp", "key", "data"])  // key: null
+        #expect(try keys(event[1]) == ["sequence", "type", "origin", "timestamp", "key", "data", "source", "feed"])
+        #expect(try keys(event[0]) == ["sequence", "type", "origin", "timestamp", "key", "data", "source", "feed"])  // key: null, feed: null
         #expect(try jsonObject(event[0])["key"] is NSNull)
 
         let widget = try ledger("widget", path, "--json")

@@ -6,7 +6,7 @@ struct Events: AsyncParsableCommand, GuardedCommand {
     static let configuration = CommandConfiguration(
         abstract: "List events, filtered by sequence, type and origin.",
         discussion: """
-            --json prints one JSON object per line: sequence, type, origin {role, pid}, timestamp, key, data.
+            --json prints one JSON object per line: sequence, type, origin {role, pid}, timestamp, key, data, source (local, shared, feed), feed.
             --follow keeps printing events as any process appends them, until interrupted.
 
             Examples:

@@ -44,12 +44,24 @@ struct EventOutput: Encodable {
         var pid: Int32
     }
 
+    /// Where an event that came down the user's feed was made (``FeedOrigin``).
+    struct FeedOutput: Encodable {
+        var ledger: OrNull<String>
+        var sequence: UInt64
+        var key: OrNull<String>
+        var position: UInt64
+    }
+
     var sequence: UInt64
     var type: String
     var origin: OriginOutput
     var timestamp: String
     var key: OrNull<String>
     var data: PayloadOutput
+    /// `local`, `shared` or `feed` (``EventSource``).
+    var source: String
+    /// For `feed`: its origin and feed position; else null.
+    var feed: OrNull<FeedOutput>
 
     init(_ event: Event) {
         sequence = event.sequence
@@ -58,6 +70,17 @@ struct EventOutput: Encodable {
         timestamp = Timestamp(micros: event.timestampMicros).iso8601
         key = OrNull(event.key)
         data = PayloadOutput(bytes: event.payload)
+        switch event.source {
+        case .local:
+            source = "local"
+            feed = OrNull(nil)
+        case .shared:
+            source = "shared"
+            feed = OrNull(nil)
+        case .feed(let origin):
+            source = "feed"
+            feed = OrNull(FeedOutput(ledger: OrNull(origin.ledger), sequence: origin.sequence, key: OrNull(origin.key), position: origin.position))
+        }
     }
 }
 
