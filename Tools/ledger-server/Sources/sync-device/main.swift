@@ -11,6 +11,9 @@
 //   SYNC_DEVICE_SUSPEND_CYCLES=n      (watch) n cycles of Ledger.suspend() / Ledger.resume(), as
 //                                     an app going to the background and back, while syncing
 //   SYNC_DEVICE_BATCH=n, SYNC_DEVICE_DOWN_PAGE=n   up batch and down page sizes (100, 500)
+// Configuration (environment):
+//   SYNC_DEVICE_SHARED_TYPES=a,b      the custom types the client shares and records in the
+//                                     ledger (com.example.note)
 // Prints `status sent=… up-cursor=… up-lag=… down-cursor=… phase=…` on every status change.
 import Foundation
 import InboxLedger
@@ -70,7 +73,8 @@ guard args.count == 6, let url = URL(string: args[2]) else {
 let env = ProcessInfo.processInfo.environment
 do {
     let ledger = try Ledger(path: args[1], options: LedgerOptions(role: "device"))
-    var configuration = SyncConfiguration(server: url, token: args[3], stateFile: args[4], sharedCustomTypes: ["com.example.note"])
+    let sharedCustom = Set((env["SYNC_DEVICE_SHARED_TYPES"] ?? "com.example.note").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+    var configuration = SyncConfiguration(server: url, token: args[3], stateFile: args[4], sharedCustomTypes: sharedCustom)
     configuration.initialBackoff = .milliseconds(20)
     configuration.maxBackoff = .milliseconds(500)
     configuration.longPollSeconds = 5
