@@ -84,7 +84,10 @@ struct PostgresStore: SyncStore {
         for try await h in try await c.query(
             "INSERT INTO users (user_id) VALUES (\(user)) ON CONFLICT (user_id) DO UPDATE SET feed_head = users.feed_head RETURNING feed_head",
             logger: logger).decode(Int64.self) { head = h }
-        var appended: Int64 = 0
+        // The entries as ledger_feed_append_v2 reads them: events in the batch's shape, the
+        // listing (its removals with it) first, then each custom event with its origin's seq.
+        var events: [UpBatch.Event] = []
+        var listingIDs: [String] = [], listings: [String] = []
         if publication.hasListing {
             let ids = publication.request.messages.map(\.id)
             var flags: [String: Bool] = [:]
@@ -97,43 +100,23 @@ struct PostgresStore: SyncStore {
             }
             // Removed messages stay removed; the server's flags fill those without one (PublishListing).
             let listing = try PublishListing(publication.request, flags: flags, removedHere: removedHere)
-            let types = [PublishListing.type], payloads = [listing.payload], removedIDs = listing.removed
-            let listingIDs = listing.listingIDs, listings = listing.listings
-            let noIDs: [String] = [], noFlags: [Bool] = [], none: [String] = [], noBits: [Bool] = [], noNumbers: [Int64] = []
-            appended += try await Self.single(c.query("""
-                SELECT ledger_feed_append_v2(\(user), NULL, \(publication.maxCustomEntries), \(types)::text[], \(payloads)::text[], \(noBits)::bool[],
-                    \(noNumbers)::int8[], \(noNumbers)::int8[], \(none)::text[], \(none)::text[], \(noIDs)::text[], \(noFlags)::bool[],
-                    \(removedIDs)::text[], \(listingIDs)::text[], \(listings)::text[])
-                """, logger: logger), "ledger_feed_append_v2")
+            events.append(UpBatch.Event(seq: 0, type: PublishListing.type, key: nil, time: publication.time, payload: listing.payload, base64: false,
+                                        feed: [.event], removed: listing.removed))
+            listingIDs = listing.listingIDs
+            listings = listing.listings
         }
-        if !publication.events.isEmpty {
-            // The events after the listing, each with its origin (the origin arrays cannot hold the
-            // listing's NULLs: postgres-nio encodes no optional array element, so a second call).
-            let rows = publication.eventRows(first: UInt64(head + appended + 1))
-            let types = rows.map(\.type), payloads = rows.map(\.payload), base64 = rows.map(\.base64)
-            let seqs = rows.map { Int64($0.origin?.seq ?? 0) }, times = rows.map { $0.origin?.time ?? 0 }
-            let roles = rows.map { $0.origin?.role ?? Publication.role }
-            // A key is NULL where an event has none: the keys go as text with the empty string for
-            // none (no key is empty: 1–256 bytes), which the statement turns back into NULL.
-            let keys = rows.map { $0.origin?.key ?? "" }
-            let none: [String] = [], noFlags: [Bool] = []
-            appended += try await Self.single(c.query("""
-                SELECT ledger_feed_append_v2(\(user), NULL, \(publication.maxCustomEntries), \(types)::text[], \(payloads)::text[], \(base64)::bool[],
-                    \(seqs)::int8[], \(times)::int8[], \(roles)::text[], ARRAY(SELECT NULLIF(k, '') FROM unnest(\(keys)::text[]) WITH ORDINALITY AS x(k, o) ORDER BY o),
-                    \(none)::text[], \(noFlags)::bool[], \(none)::text[], \(none)::text[], \(none)::text[])
-                """, logger: logger), "ledger_feed_append_v2")
+        for (row, event) in zip(publication.eventRows(first: UInt64(head) + UInt64(events.count) + 1), publication.events) {
+            events.append(UpBatch.Event(seq: Int64(row.origin?.seq ?? 0), type: event.type, key: event.key, time: publication.time,
+                                        payload: event.payload, base64: event.base64, feed: [.custom(role: Publication.role)]))
         }
-        let expected = Int64((publication.hasListing ? 1 : 0) + publication.events.count)
+        let document = String(decoding: try JSONEncoder().encode(events), as: UTF8.self)
+        var appended: Int64 = 0
+        for try await n in try await c.query("""
+            SELECT ledger_feed_append_v2(\(user), NULL, \(publication.maxCustomEntries), \(document)::jsonb, \(listingIDs)::text[], \(listings)::text[])
+            """, logger: logger).decode(Int64.self) { appended = n }
+        let expected = Int64(events.count)
         guard appended == expected else { throw APIError(.internal, "ledger_feed_append_v2 appended \(appended) of \(expected) entries") }
         return SyncWire.PublishResponse(seq: UInt64(head + appended))
-    }
-
-    /// The one bigint a statement answers (a function's result), or an internal error naming `what`.
-    private static func single(_ rows: PostgresRowSequence, _ what: String) async throws -> Int64 {
-        var value: Int64?
-        for try await n in rows.decode(Int64.self) { value = n }
-        guard let value else { throw APIError(.internal, "\(what) answered no row") }
-        return value
     }
 
     /// `GET /v1/down`: the feed after `after`.

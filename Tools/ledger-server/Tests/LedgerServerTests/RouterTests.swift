@@ -135,7 +135,7 @@ import Testing
 
             let page = try await r.down(token, "?after=0")
             #expect(page.user == "cy" && page.head == 4)
-            #expect(page.changes.map(\.seq) == [1, 2, 3, 4])
+            try #require(page.changes.map(\.seq) == [1, 2, 3, 4])
             #expect(page.changes.map(\.type) == ["message.read", "com.example.note", "message.removed", "message.read"])
             #expect(page.changes[0].payload == events[0].payload)
             // The custom event: its bytes (not UTF-8: in base64) and its envelope; the others have none.
@@ -319,6 +319,7 @@ import Testing
             // The JSON: a custom entry carries `origin` (and `payloadBase64` for bytes), a built-in one neither.
             let json = try #require(try JSONSerialization.jsonObject(with: try await r.send(.get, "/v1/down", token: token).body) as? [String: Any])
             let changes = try #require(json["changes"] as? [[String: Any]])
+            try #require(changes.count == 4)
             #expect(changes[1]["origin"] == nil && changes[1]["payloadBase64"] == nil)
             #expect((changes[2]["origin"] as? [String: Any])?["ledger"] as? String == "ida-phone" && changes[2]["payload"] as? String == "")
             #expect((changes[2]["origin"] as? [String: Any])?["key"] == nil)
@@ -435,7 +436,7 @@ import Testing
             let alone = try await publish(SyncWire.PublishRequest(messages: [], events: [published(Array("x".utf8))]))
             #expect(try JSONDecoder().decode(SyncWire.PublishResponse.self, from: alone.body).seq == 4)
             let feed = try await r.down(device, "")
-            #expect(feed.changes.map(\.type) == ["inbox.synced", "com.example.task", "com.example.task", "com.example.task"])
+            try #require(feed.changes.map(\.type) == ["inbox.synced", "com.example.task", "com.example.task", "com.example.task"])
             #expect(feed.changes[0].origin == nil)
             #expect(feed.changes.dropFirst().map { $0.origin.map { [$0.ledger ?? "-", String($0.seq), $0.role, $0.key ?? "-"] } } ==
                     [["-", "2", "server", "task-1"], ["-", "3", "server", "-"], ["-", "4", "server", "-"]])
