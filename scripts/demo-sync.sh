@@ -100,7 +100,10 @@ done
 
 # The app's own data on every device (docs/sync.md, "Custom events on every device"): both
 # devices go offline and edit note n1; each shows its own edit at once.
-for device in A B; do kill -9 "${syncing[$device]}" 2>/dev/null || true; done
+for device in A B; do
+    kill -9 "${syncing[$device]}" 2>/dev/null || true
+    wait "${syncing[$device]}" 2>/dev/null || true
+done
 "$NOTES" "$DIR/device-A" edit n1 "Buy milk" --role app
 "$NOTES" "$DIR/device-B" edit n1 "Buy oat milk and bread" --role widget
 echo "offline, both devices edited note n1:"
