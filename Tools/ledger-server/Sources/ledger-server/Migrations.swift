@@ -378,9 +378,10 @@ enum Migrations {
         // aggregating seven arrays and unnesting them again cost about a fifth of the function
         // (docs/sync.md, "Performance"). Also cheaper than `ledger_up_v3`, for every batch: the
         // ledger's row is locked with `SELECT … FOR UPDATE` (an upsert only when it is new) and
-        // written once at the end (acked, lost, refused, reused together); a batch without
-        // declared refusals or removals, or whose first event is above `acked`, skips those
-        // statements and scans.
+        // written once at the end (acked, lost, refused, reused together); a read flag or a
+        // removal the server already holds writes no new row version; a batch without declared
+        // refusals or removals, or whose first event is above `acked`, skips those statements
+        // and scans.
         Migration(6, "custom events in the feed: feed.origin_*, users.custom_entries, ledger_up_v4", [
             """
             ALTER TABLE feed ADD COLUMN payload_is_base64 boolean NOT NULL DEFAULT false, ADD COLUMN origin_seq bigint,
@@ -421,17 +422,18 @@ enum Migrations {
                 CROSS JOIN LATERAL ROWS FROM (jsonb_to_recordset(e.feed) AS (type text, payload text, role text)) WITH ORDINALITY AS f(type, payload, role, o)
                 WHERE e.feed IS NOT NULL;
                 -- The server's state: the last read flag per message, removals, listings (an upsert
-                -- touches a row once); removals and listings, which most requests do not have, cost
-                -- no statement when there are none.
+                -- touches a row once, and leaves it as it is when it already says so: a flag set
+                -- again writes no row version); removals and listings, which most requests do not
+                -- have, cost no statement when there are none.
                 INSERT INTO messages (user_id, message_id, read)
                 SELECT DISTINCT ON (i) p_user, i, r
                 FROM (SELECT x->>'id', (x->>'read')::boolean, o FROM jsonb_path_query(p_events, '$[*].reads[*]') WITH ORDINALITY AS y(x, o)) AS z(i, r, o)
                 ORDER BY i, o DESC
-                ON CONFLICT (user_id, message_id) DO UPDATE SET read = EXCLUDED.read;
+                ON CONFLICT (user_id, message_id) DO UPDATE SET read = EXCLUDED.read WHERE messages.read IS DISTINCT FROM EXCLUDED.read;
                 IF jsonb_path_exists(p_events, '$[*].removed') THEN
                     INSERT INTO messages (user_id, message_id, removed)
                     SELECT DISTINCT p_user, i #>> '{}', true FROM jsonb_path_query(p_events, '$[*].removed[*]') AS x(i)
-                    ON CONFLICT (user_id, message_id) DO UPDATE SET removed = true;
+                    ON CONFLICT (user_id, message_id) DO UPDATE SET removed = true WHERE NOT messages.removed;
                 END IF;
                 IF cardinality(l_id) > 0 THEN
                     INSERT INTO messages (user_id, message_id, listing, removed)
