@@ -394,10 +394,10 @@ enum Migrations {
             DECLARE
                 v_n bigint; v_custom bigint; v_head bigint; v_held bigint;
             BEGIN
-                -- The entries: each event's `feed`, in order; `{}` the event itself, `{"role": R}` a custom entry.
-                SELECT count(*), count(f.role) INTO v_n, v_custom
-                FROM jsonb_to_recordset(p_events) AS e(feed jsonb) CROSS JOIN LATERAL jsonb_to_recordset(e.feed) AS f(role text)
-                WHERE e.feed IS NOT NULL;
+                -- The entries: each event's `feed`, in order; `{}` the event itself, `{"role": R}` a custom
+                -- entry. Counted by jsonpath scans (a lateral recordset here cost ~4 µs per event).
+                v_n := jsonb_array_length(jsonb_path_query_array(p_events, '$[*].feed[*]'));
+                v_custom := jsonb_array_length(jsonb_path_query_array(p_events, '$[*].feed[*].role'));
                 IF v_n = 0 THEN RETURN 0; END IF;
                 -- Dense feed numbers reserved at once under the user row's lock, in order; the
                 -- custom entries counted under the same lock.
