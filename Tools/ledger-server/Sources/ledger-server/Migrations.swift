@@ -369,14 +369,16 @@ enum Migrations {
         // arguments change (a function's signature is its name), and `ledger_up_v3` stays exactly
         // the code the previous release was tested with while it still runs during a rolling
         // deploy (its batches make no custom entries). `ledger_up_v4` takes the batch of
-        // version 2: `maxCustomEntries`, and a feed entry `{"role": R}` — the event itself, its
-        // own type and stored payload, with the origin {ledger, seq, time, role R, key}.
+        // version 2: `maxCustomEntries`; every feed entry names its event (`"seq"`), and an entry
+        // `{"seq": S, "role": R}` is the event itself, its own type and stored payload, with the
+        // origin {ledger, seq, time, role R, key}.
         // `ledger_feed_append_v2` — still the one implementation of "append to the feed and apply
         // the message state", for a batch and a publish alike — takes the events themselves
         // (the batch's shape: each with its `feed` entries, `reads` and `removed`) instead of
         // parallel arrays: it numbers and inserts the entries straight from the jsonb, where
         // aggregating seven arrays and unnesting them again cost about a fifth of the function
-        // (docs/sync.md, "Performance"). Also cheaper than `ledger_up_v3`, for every batch: the
+        // (docs/sync.md, "Performance"). Each entry names its event by `seq`
+        // (`{"seq": 47, "role": "app"}`), so all of them are read as one flat array. Also cheaper than `ledger_up_v3`, for every batch: the
         // ledger's row is locked with `SELECT … FOR UPDATE` (an upsert only when it is new) and
         // written once at the end (acked, lost, refused, reused together); a read flag or a
         // removal the server already holds writes no new row version; a batch without declared
@@ -392,12 +394,14 @@ enum Migrations {
             CREATE FUNCTION ledger_feed_append_v2(p_user text, p_origin text, p_max_custom bigint, p_events jsonb, l_id text[], l_listing text[])
             RETURNS bigint LANGUAGE plpgsql AS $fn$
             DECLARE
-                v_n bigint; v_custom bigint; v_head bigint; v_held bigint;
+                -- The entries: every event's `feed`, in order, each naming its event by `seq`; `{"seq": S}`
+                -- the event itself, `{"seq": S, "role": R}` a custom entry. One flat array, read by one
+                -- recordset: a recordset per event cost about 4 µs each, more than the row it makes.
+                v_entries jsonb := jsonb_path_query_array(p_events, '$[*].feed[*]');
+                v_n bigint := jsonb_array_length(v_entries);
+                v_custom bigint := jsonb_array_length(jsonb_path_query_array(v_entries, '$[*].role'));
+                v_head bigint; v_held bigint; v_inserted bigint;
             BEGIN
-                -- The entries: each event's `feed`, in order; `{}` the event itself, `{"role": R}` a custom
-                -- entry. Counted by jsonpath scans (a lateral recordset here cost ~4 µs per event).
-                v_n := jsonb_array_length(jsonb_path_query_array(p_events, '$[*].feed[*]'));
-                v_custom := jsonb_array_length(jsonb_path_query_array(p_events, '$[*].feed[*].role'));
                 IF v_n = 0 THEN RETURN 0; END IF;
                 -- Dense feed numbers reserved at once under the user row's lock, in order; the
                 -- custom entries counted under the same lock.
@@ -411,16 +415,19 @@ enum Migrations {
                         MESSAGE = 'user ' || p_user || ' already holds ' || (v_held - v_custom) || ' of at most ' || p_max_custom
                             || ' custom feed entries; the ' || v_custom || ' this request adds are refused (ledger-server --custom-entries-per-user)';
                 END IF;
-                -- An entry without type or payload is the event's own, its payload in the stored form;
-                -- one with a role carries the event's origin.
+                -- Entry o takes position head - n + o. An entry without type or payload is its event's
+                -- own, its payload in the stored form; one with a role carries the event's origin.
                 INSERT INTO feed (user_id, seq, type, payload, origin_ledger, payload_is_base64, origin_seq, origin_time, origin_role, origin_key)
-                SELECT p_user, v_head - v_n + row_number() OVER (ORDER BY e.o, f.o), coalesce(f.type, e.type), coalesce(f.payload, e.payload),
+                SELECT p_user, v_head - v_n + f.o, coalesce(f.type, e.type), coalesce(f.payload, e.payload),
                        p_origin, f.payload IS NULL AND coalesce(e.base64, false), CASE WHEN f.role IS NOT NULL THEN e.seq END,
                        CASE WHEN f.role IS NOT NULL THEN e."time" END, f.role, CASE WHEN f.role IS NOT NULL THEN e.key END
-                FROM ROWS FROM (jsonb_to_recordset(p_events) AS (seq bigint, type text, key text, "time" bigint, payload text, base64 boolean, feed jsonb))
-                    WITH ORDINALITY AS e(seq, type, key, "time", payload, base64, feed, o)
-                CROSS JOIN LATERAL ROWS FROM (jsonb_to_recordset(e.feed) AS (type text, payload text, role text)) WITH ORDINALITY AS f(type, payload, role, o)
-                WHERE e.feed IS NOT NULL;
+                FROM ROWS FROM (jsonb_to_recordset(v_entries) AS (seq bigint, type text, payload text, role text)) WITH ORDINALITY AS f(seq, type, payload, role, o)
+                JOIN jsonb_to_recordset(p_events) AS e(seq bigint, type text, key text, "time" bigint, payload text, base64 boolean) ON e.seq = f.seq;
+                GET DIAGNOSTICS v_inserted = ROW_COUNT;
+                IF v_inserted <> v_n THEN
+                    RAISE EXCEPTION USING ERRCODE = 'LG500',
+                        MESSAGE = 'ledger_feed_append_v2: ' || (v_n - v_inserted) || ' feed entries name no event of the request by seq';
+                END IF;
                 -- The server's state: the last read flag per message, removals, listings (an upsert
                 -- touches a row once, and leaves it as it is when it already says so: a flag set
                 -- again writes no row version); removals and listings, which most requests do not

@@ -159,6 +159,23 @@ struct UpBatch: Codable, Sendable, Equatable {
             removed = try c.decodeIfPresent([String].self, forKey: .removed) ?? []
         }
 
+        /// A feed entry as the batch writes it: naming its event by `seq` (the function reads
+        /// every entry of the batch as one array); decoding ignores it.
+        private struct Entry: Encodable {
+            var seq: Int64
+            var entry: FeedEntry
+
+            enum CodingKeys: String, CodingKey { case seq, type, payload, role }
+
+            func encode(to encoder: any Encoder) throws {
+                var c = encoder.container(keyedBy: CodingKeys.self)
+                try c.encode(seq, forKey: .seq)
+                try c.encodeIfPresent(entry.type, forKey: .type)
+                try c.encodeIfPresent(entry.payload, forKey: .payload)
+                try c.encodeIfPresent(entry.role, forKey: .role)
+            }
+        }
+
         /// Encodes the compact form: defaults left out.
         func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
@@ -168,7 +185,7 @@ struct UpBatch: Codable, Sendable, Equatable {
             try c.encode(time, forKey: .time)
             try c.encode(payload, forKey: .payload)
             if base64 { try c.encode(true, forKey: .base64) }
-            if !feed.isEmpty { try c.encode(feed, forKey: .feed) }
+            if !feed.isEmpty { try c.encode(feed.map { Entry(seq: seq, entry: $0) }, forKey: .feed) }
             if !reads.isEmpty { try c.encode(reads, forKey: .reads) }
             if !removed.isEmpty { try c.encode(removed, forKey: .removed) }
         }
@@ -177,7 +194,7 @@ struct UpBatch: Codable, Sendable, Equatable {
     /// One entry an event appends to the user's feed (docs/sync.md, "Up"): the event itself
     /// (`{}`, the common case: `message.read`, `message.removed`), another event it implies
     /// (a widget's mark-read action appends a `message.read`), or a custom event itself with its
-    /// origin (`{"role": R}`).
+    /// origin (`{"role": R}`). The batch writes each with its event's `seq` (`{"seq": 47}`).
     struct FeedEntry: Codable, Sendable, Equatable {
         /// The entry's type; nil: the event's own.
         var type: String?

@@ -60,18 +60,20 @@ extension UpBatch.Event {
         if base64 { out.writeStaticString(#","base64":true"#) }
         if !feed.isEmpty {
             out.writeStaticString(#","feed":"#)
+            let seq = String(self.seq)
             out.writeJSONArray(feed) { out, entry in
-                out.writeStaticString("{")
+                out.writeStaticString(#"{"seq":"#)
+                out.writeString(seq)
                 if let type = entry.type {
-                    out.writeStaticString(#""type":"#)
+                    out.writeStaticString(#","type":"#)
                     out.writeJSONString(type)
                 }
                 if let payload = entry.payload {
-                    out.writeStaticString(entry.type == nil ? #""payload":"# : #","payload":"#)
+                    out.writeStaticString(#","payload":"#)
                     out.writeJSONString(payload)
                 }
                 if let role = entry.role {
-                    out.writeStaticString(entry.type == nil && entry.payload == nil ? #""role":"# : #","role":"#)
+                    out.writeStaticString(#","role":"#)
                     out.writeJSONString(role)
                 }
                 out.writeStaticString("}")

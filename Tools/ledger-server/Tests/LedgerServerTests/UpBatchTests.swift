@@ -7,7 +7,8 @@ import Testing
 @testable import ledger_server
 
 /// The argument of `ledger_up_v4` as the routes build it from a request: the compact JSON the
-/// SQL function reads (Migrations.swift, migration 6), field for field.
+/// SQL function reads (Migrations.swift, migration 6), field for field — each feed entry naming
+/// its event by `seq`.
 @Suite struct UpBatchTests {
     @Test func aValidatedRequestIsTheCompactBatchTheFunctionReads() throws {
         let note = SyncWire.UpEvent(Event(sequence: 4, timestampMicros: 4, origin: Origin(role: "t"), type: "com.example.note", key: "n-4",
@@ -23,11 +24,11 @@ import Testing
         let json = String(decoding: try encoder.encode(batch), as: UTF8.self)
         let expected = #"""
             {"after":0,"events":[\#
-            {"feed":[{}],"payload":"{\"ids\":[\"m1\"],\"read\":true}","reads":[{"id":"m1","read":true}],"seq":1,"time":1,"type":"message.read"},\#
-            {"feed":[{}],"payload":"{\"ids\":[\"m2\",\"m3\"]}","removed":["m2","m3"],"seq":2,"time":2,"type":"message.removed"},\#
-            {"feed":[{"payload":"{\"ids\":[\"m4\"],\"read\":true}","type":"message.read"}],\#
+            {"feed":[{"seq":1}],"payload":"{\"ids\":[\"m1\"],\"read\":true}","reads":[{"id":"m1","read":true}],"seq":1,"time":1,"type":"message.read"},\#
+            {"feed":[{"seq":2}],"payload":"{\"ids\":[\"m2\",\"m3\"]}","removed":["m2","m3"],"seq":2,"time":2,"type":"message.removed"},\#
+            {"feed":[{"payload":"{\"ids\":[\"m4\"],\"read\":true}","seq":3,"type":"message.read"}],\#
             "payload":"{\"actionID\":\"a3\",\"kind\":\"markRead\",\"target\":\"m4\"}","reads":[{"id":"m4","read":true}],"seq":3,"time":3,"type":"widget.action"},\#
-            {"base64":true,"feed":[{"role":"t"}],"key":"n-4","payload":"/gA=","seq":4,"time":4,"type":"com.example.note"}],\#
+            {"base64":true,"feed":[{"role":"t","seq":4}],"key":"n-4","payload":"/gA=","seq":4,"time":4,"type":"com.example.note"}],\#
             "ledger":"p1","maxCustomEntries":1000000,"maxLedgers":100,"refused":[],"through":5,"user":"ann","version":2}
             """#
         #expect(json == expected)
