@@ -119,6 +119,27 @@ struct PostgresStore: SyncStore {
         return SyncWire.PublishResponse(seq: UInt64(head + appended))
     }
 
+    /// The statement of one page of `user`'s feed after `after`: the head and at most `limit`
+    /// entries, from one snapshot. The feed is dense (the user row's lock numbers it, nothing
+    /// deletes from it), so the page is the range `after+1 … after+limit`, and the statement
+    /// says so: bounded on both sides, it reads at most `limit` rows whatever plan PostgreSQL
+    /// picks. With only `seq > after … LIMIT`, a planner whose statistics lag (a feed that grew
+    /// since the last `ANALYZE`, or one user far above the average) picked a bitmap scan of
+    /// everything after the cursor and a sort, for every page: a device catching up on 100,000
+    /// entries read 10 million rows (docs/sync.md, "Performance").
+    static func feedPage(user: String, after: UInt64, limit: Int) -> PostgresQuery {
+        let from = Int64(clamping: after)
+        let (sum, overflow) = from.addingReportingOverflow(Int64(limit))
+        let through = overflow ? Int64.max : sum
+        return """
+            SELECT u.feed_head, f.seq, f.type, f.payload, f.payload_is_base64, f.origin_ledger, f.origin_seq, f.origin_time,
+                   f.origin_role, f.origin_key FROM users u
+            LEFT JOIN LATERAL (SELECT seq, type, payload, payload_is_base64, origin_ledger, origin_seq, origin_time, origin_role, origin_key
+                               FROM feed WHERE user_id = u.user_id AND seq > \(from) AND seq <= \(through) ORDER BY seq LIMIT \(limit)) f ON true
+            WHERE u.user_id = \(user) ORDER BY f.seq
+            """
+    }
+
     /// `GET /v1/down`: the feed after `after`.
     func feed(user: String, after: UInt64, limit: Int) async throws -> SyncWire.DownResponse {
         let logger = self.logger
@@ -131,14 +152,8 @@ struct PostgresStore: SyncStore {
             var changes: [SyncWire.Change] = []
             var head: Int64 = 0
             for try await (h, seq, type, payload, base64, ledger, originSeq, time, role, key) in try await c.query(
-                """
-                SELECT u.feed_head, f.seq, f.type, f.payload, f.payload_is_base64, f.origin_ledger, f.origin_seq, f.origin_time,
-                       f.origin_role, f.origin_key FROM users u
-                LEFT JOIN LATERAL (SELECT seq, type, payload, payload_is_base64, origin_ledger, origin_seq, origin_time, origin_role, origin_key
-                                   FROM feed WHERE user_id = u.user_id AND seq > \(Int64(after)) ORDER BY seq LIMIT \(limit)) f ON true
-                WHERE u.user_id = \(user) ORDER BY f.seq
-                """,
-                logger: logger).decode((Int64, Int64?, String?, String?, Bool?, String?, Int64?, Int64?, String?, String?).self) {
+                Self.feedPage(user: user, after: after, limit: limit), logger: logger
+            ).decode((Int64, Int64?, String?, String?, Bool?, String?, Int64?, Int64?, String?, String?).self) {
                 head = h
                 guard let seq, let type, let payload else { continue }
                 var origin: SyncWire.ChangeOrigin?

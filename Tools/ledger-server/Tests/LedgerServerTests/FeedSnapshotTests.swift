@@ -2,6 +2,8 @@ import Foundation
 import InboxLedger
 import InboxLedgerSync
 import Logging
+import NIOCore
+import PostgresNIO
 import Testing
 @testable import ledger_server
 
@@ -47,5 +49,52 @@ struct FeedSnapshotTests {
                 }
             }
         }
+    }
+
+    /// A page reads at most `limit` rows of the feed however far behind the cursor is: the
+    /// statement bounds the range on both sides (the feed is dense), so no plan — not the bitmap
+    /// scan of everything after the cursor plus a sort that PostgreSQL picked for a feed grown
+    /// since its last `ANALYZE`, which made a device's catch-up quadratic — reads more.
+    @Test func aPageReadsAtMostItsLimitOfRows() async throws {
+        let entries = 3000, limit = 10
+        try await withHarness { h in
+            try await withPostgresStore(h) { postgres in
+                let api = API(store: postgres, limits: RequestLimits(), logger: Logger(label: "page"))
+                for first in stride(from: 1, through: entries, by: 500) {
+                    let events = try (first..<first + 500).map { try read(UInt64($0), "m\($0)") }
+                    let request = SyncWire.UpRequest(ledger: "p1", after: UInt64(first - 1), through: UInt64(first + 499), events: events)
+                    _ = try await postgres.up(UpBatch(user: "ann", request: request, events: try api.validate(request), maxLedgers: 100))
+                }
+                for after in [0, 1500, entries - 5] {
+                    let page = PostgresStore.feedPage(user: "ann", after: UInt64(after), limit: limit)
+                    let explain = PostgresQuery(unsafeSQL: "EXPLAIN (ANALYZE, FORMAT JSON) " + page.sql, binds: page.binds)
+                    let plan = try await postgres.database.withConnection { c in
+                        var text = ""
+                        for try await buffer in try await c.query(explain, logger: postgres.logger).decode(ByteBuffer.self) {
+                            text += String(buffer: buffer)
+                        }
+                        return text
+                    }
+                    let scans = Self.nodes(in: try JSONSerialization.jsonObject(with: Data(plan.utf8))).filter {
+                        $0["Relation Name"] as? String == "feed" || ($0["Index Name"] as? String)?.hasPrefix("feed") == true
+                    }
+                    #expect(!scans.isEmpty, "a plan that reads the feed: \(plan)")
+                    for scan in scans {
+                        let rows = scan["Actual Rows"] as? Int ?? Int.max
+                        #expect(rows <= limit, "after \(after): \(scan["Node Type"] ?? "?") read \(rows) rows of the feed for a page of \(limit)")
+                    }
+                    let got = try await postgres.feed(user: "ann", after: UInt64(after), limit: limit).changes.map(\.seq)
+                    #expect(got == Array(UInt64(after + 1)...UInt64(min(after + limit, entries))))
+                }
+            }
+        }
+    }
+
+    /// Every node of an `EXPLAIN (FORMAT JSON)` plan.
+    static func nodes(in json: Any) -> [[String: Any]] {
+        if let list = json as? [Any] { return list.flatMap { nodes(in: $0) } }
+        guard let object = json as? [String: Any] else { return [] }
+        let own = object["Node Type"] != nil ? [object] : []
+        return own + object.values.flatMap { nodes(in: $0) }
     }
 }
