@@ -4,6 +4,7 @@
 # up (one device), ingest (50 devices at once), down (listings applied on a device).
 #   UP_EVENTS, DEVICES, EVENTS_PER_DEVICE, LISTINGS   the workload sizes
 #   INGEST_BATCH   events per ingest request (default 500)
+#   INGEST_MIX     reads: every ingest event a message.read (default: half reads, half custom events)
 #   SYNC_BENCH     which workloads, comma-separated (default up,ingest,down)
 #   CONNECTIONS    the server's PostgreSQL connections (default 16)
 #   PG_OPTIONS     extra PostgreSQL settings, space-separated (e.g. "commit_delay=200")
