@@ -3,8 +3,8 @@ import InboxLedgerSync
 import Synchronization
 
 /// A ``SyncStore`` in this process's memory, for the router tests: no PostgreSQL, the same
-/// answers. It follows the SQL of ``Migrations`` rule for rule — `ledger_up_v4` (migration 6) for
-/// an up batch, `ledger_feed_append_v2` (migration 6) for the feed and the message state, and
+/// answers. It follows the SQL of ``Migrations`` rule for rule — `ledger_up_v5` (migration 7) for
+/// an up batch, `ledger_feed_append_v3` (migration 7) for the feed and the message state, and
 /// ``PostgresStore``'s publish, down and state queries:
 ///
 /// - a ledger is bound to the user who sent its first batch (`403` for anyone else); a user's
@@ -115,7 +115,7 @@ final class MemoryStore: SyncStore {
     /// Its errors are ``APIError``s already.
     func apiError(for error: any Error) -> APIError? { error as? APIError }
 
-    /// `ledger_up_v4`, step by step (migration 6).
+    /// `ledger_up_v5`, step by step (migration 7).
     func up(_ batch: UpBatch) async throws -> UpOutcome {
         guard batch.version == UpBatch.currentVersion else {
             throw APIError(.internal, "the store knows batches of version \(UpBatch.currentVersion), not \(batch.version)")
@@ -167,7 +167,7 @@ final class MemoryStore: SyncStore {
         return UpOutcome(acked: ledger.acked, applied: Int64(new.count), changes: changes, reused: Int64(fresh.count), lost: lost, refused: refused)
     }
 
-    /// `ledger_feed_append_v2` (migration 6): the per-user bound on custom entries (`429`,
+    /// `ledger_feed_append_v3` (migration 7): the per-user bound on custom entries (`429`,
     /// nothing written), dense feed numbers in order, then the message state — the last read
     /// flag per message, removals, listings (which clear a removal). Nothing at all without an
     /// entry. Answers the entries appended.

@@ -369,16 +369,14 @@ enum Migrations {
         // arguments change (a function's signature is its name), and `ledger_up_v3` stays exactly
         // the code the previous release was tested with while it still runs during a rolling
         // deploy (its batches make no custom entries). `ledger_up_v4` takes the batch of
-        // version 2: `maxCustomEntries`; every feed entry names its event (`"seq"`), and an entry
-        // `{"seq": S, "role": R}` is the event itself, its own type and stored payload, with the
-        // origin {ledger, seq, time, role R, key}.
+        // version 2: `maxCustomEntries`, and a feed entry `{"role": R}` — the event itself, its
+        // own type and stored payload, with the origin {ledger, seq, time, role R, key}.
         // `ledger_feed_append_v2` — still the one implementation of "append to the feed and apply
         // the message state", for a batch and a publish alike — takes the events themselves
         // (the batch's shape: each with its `feed` entries, `reads` and `removed`) instead of
         // parallel arrays: it numbers and inserts the entries straight from the jsonb, where
         // aggregating seven arrays and unnesting them again cost about a fifth of the function
-        // (docs/sync.md, "Performance"). Each entry names its event by `seq`
-        // (`{"seq": 47, "role": "app"}`), so all of them are read as one flat array. Also cheaper than `ledger_up_v3`, for every batch: the
+        // (docs/sync.md, "Performance"). Also cheaper than `ledger_up_v3`, for every batch: the
         // ledger's row is locked with `SELECT … FOR UPDATE` (an upsert only when it is new) and
         // written once at the end (acked, lost, refused, reused together); a read flag or a
         // removal the server already holds writes no new row version; a batch without declared
@@ -392,6 +390,73 @@ enum Migrations {
             "ALTER TABLE users ADD COLUMN custom_entries bigint NOT NULL DEFAULT 0",
             """
             CREATE FUNCTION ledger_feed_append_v2(p_user text, p_origin text, p_max_custom bigint, p_events jsonb, l_id text[], l_listing text[])
+            RETURNS bigint LANGUAGE plpgsql AS $fn$
+            DECLARE
+                v_n bigint; v_custom bigint; v_head bigint; v_held bigint;
+            BEGIN
+                -- The entries: each event's `feed`, in order; `{}` the event itself, `{"role": R}` a custom entry.
+                SELECT count(*), count(f.role) INTO v_n, v_custom
+                FROM jsonb_to_recordset(p_events) AS e(feed jsonb) CROSS JOIN LATERAL jsonb_to_recordset(e.feed) AS f(role text)
+                WHERE e.feed IS NOT NULL;
+                IF v_n = 0 THEN RETURN 0; END IF;
+                -- Dense feed numbers reserved at once under the user row's lock, in order; the
+                -- custom entries counted under the same lock.
+                INSERT INTO users AS u (user_id, feed_head, custom_entries) VALUES (p_user, v_n, v_custom)
+                ON CONFLICT (user_id) DO UPDATE SET feed_head = u.feed_head + EXCLUDED.feed_head,
+                    custom_entries = u.custom_entries + EXCLUDED.custom_entries
+                RETURNING u.feed_head, u.custom_entries INTO v_head, v_held;
+                -- The per-user bound on custom entries (the raise rolls the whole request back).
+                IF v_custom > 0 AND v_held > p_max_custom THEN
+                    RAISE EXCEPTION USING ERRCODE = 'LG429',
+                        MESSAGE = 'user ' || p_user || ' already holds ' || (v_held - v_custom) || ' of at most ' || p_max_custom
+                            || ' custom feed entries; the ' || v_custom || ' this request adds are refused (ledger-server --custom-entries-per-user)';
+                END IF;
+                -- An entry without type or payload is the event's own, its payload in the stored form;
+                -- one with a role carries the event's origin.
+                INSERT INTO feed (user_id, seq, type, payload, origin_ledger, payload_is_base64, origin_seq, origin_time, origin_role, origin_key)
+                SELECT p_user, v_head - v_n + row_number() OVER (ORDER BY e.o, f.o), coalesce(f.type, e.type), coalesce(f.payload, e.payload),
+                       p_origin, f.payload IS NULL AND coalesce(e.base64, false), CASE WHEN f.role IS NOT NULL THEN e.seq END,
+                       CASE WHEN f.role IS NOT NULL THEN e."time" END, f.role, CASE WHEN f.role IS NOT NULL THEN e.key END
+                FROM ROWS FROM (jsonb_to_recordset(p_events) AS (seq bigint, type text, key text, "time" bigint, payload text, base64 boolean, feed jsonb))
+                    WITH ORDINALITY AS e(seq, type, key, "time", payload, base64, feed, o)
+                CROSS JOIN LATERAL ROWS FROM (jsonb_to_recordset(e.feed) AS (type text, payload text, role text)) WITH ORDINALITY AS f(type, payload, role, o)
+                WHERE e.feed IS NOT NULL;
+                -- The server's state: the last read flag per message, removals, listings (an upsert
+                -- touches a row once, and leaves it as it is when it already says so: a flag set
+                -- again writes no row version); removals and listings, which most requests do not
+                -- have, cost no statement when there are none.
+                INSERT INTO messages (user_id, message_id, read)
+                SELECT DISTINCT ON (i) p_user, i, r
+                FROM (SELECT x->>'id', (x->>'read')::boolean, o FROM jsonb_path_query(p_events, '$[*].reads[*]') WITH ORDINALITY AS y(x, o)) AS z(i, r, o)
+                ORDER BY i, o DESC
+                ON CONFLICT (user_id, message_id) DO UPDATE SET read = EXCLUDED.read WHERE messages.read IS DISTINCT FROM EXCLUDED.read;
+                IF jsonb_path_exists(p_events, '$[*].removed') THEN
+                    INSERT INTO messages (user_id, message_id, removed)
+                    SELECT DISTINCT p_user, i #>> '{}', true FROM jsonb_path_query(p_events, '$[*].removed[*]') AS x(i)
+                    ON CONFLICT (user_id, message_id) DO UPDATE SET removed = true WHERE NOT messages.removed;
+                END IF;
+                IF cardinality(l_id) > 0 THEN
+                    INSERT INTO messages (user_id, message_id, listing, removed)
+                    SELECT DISTINCT ON (i) p_user, i, l, false FROM unnest(l_id, l_listing) WITH ORDINALITY AS x(i, l, o) ORDER BY i, o DESC
+                    ON CONFLICT (user_id, message_id) DO UPDATE SET listing = EXCLUDED.listing, removed = false;
+                END IF;
+                RETURN v_n;
+            END
+            $fn$
+            """,
+            ledgerUpV4,
+        ]),
+        // Migration 7: the feed entries of a batch read as one array. Every entry names its event
+        // by `seq` (`{"seq": 47}`, `{"seq": 48, "role": "app"}`), so `ledger_feed_append_v3` reads
+        // all of them with one recordset joined to the events, instead of one recordset per event
+        // (about 4 µs each, more than the row it makes) and a window sort; an entry naming no event
+        // of the request is LG500. New names, not new bodies: migration 6 shipped, and during a
+        // rolling deploy the previous release's `ledger_up_v4` → `ledger_feed_append_v2` still
+        // runs with entries that carry no `seq` (the new batches, which do, read the same there).
+        // `ledger_up_v5` is `ledger_up_v4`'s text calling `ledger_feed_append_v3`.
+        Migration(7, "ledger_feed_append_v3 (the feed entries as one array), ledger_up_v5", [
+            """
+            CREATE FUNCTION ledger_feed_append_v3(p_user text, p_origin text, p_max_custom bigint, p_events jsonb, l_id text[], l_listing text[])
             RETURNS bigint LANGUAGE plpgsql AS $fn$
             DECLARE
                 -- The entries: every event's `feed`, in order, each naming its event by `seq`; `{"seq": S}`
@@ -426,7 +491,7 @@ enum Migrations {
                 GET DIAGNOSTICS v_inserted = ROW_COUNT;
                 IF v_inserted <> v_n THEN
                     RAISE EXCEPTION USING ERRCODE = 'LG500',
-                        MESSAGE = 'ledger_feed_append_v2: ' || (v_n - v_inserted) || ' feed entries name no event of the request by seq';
+                        MESSAGE = 'ledger_feed_append_v3: ' || (v_n - v_inserted) || ' feed entries name no event of the request by seq';
                 END IF;
                 -- The server's state: the last read flag per message, removals, listings (an upsert
                 -- touches a row once, and leaves it as it is when it already says so: a flag set
@@ -451,7 +516,13 @@ enum Migrations {
             END
             $fn$
             """,
-            """
+            ledgerUpV4.replacing("ledger_up_v4", with: "ledger_up_v5").replacing("ledger_feed_append_v2", with: "ledger_feed_append_v3"),
+        ]),
+    ]
+
+    /// `ledger_up_v4` (migration 6), kept as one text: migration 7's `ledger_up_v5` is the same
+    /// function calling `ledger_feed_append_v3`.
+    private static let ledgerUpV4 = """
             CREATE FUNCTION ledger_up_v4(p_batch jsonb) RETURNS jsonb LANGUAGE plpgsql SET jit = off AS $fn$
             DECLARE
                 v_ledger text := p_batch->>'ledger';
@@ -536,9 +607,7 @@ enum Migrations {
                                           'refused', v_refused);
             END
             $fn$
-            """,
-        ]),
-    ]
+            """
 
     /// The advisory lock every starting server takes around the check and the migrations.
     static let lockKey: Int64 = 7_231_923

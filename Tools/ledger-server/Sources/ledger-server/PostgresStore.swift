@@ -44,22 +44,22 @@ struct PostgresStore: SyncStore {
     func apiError(for error: any Error) -> APIError? { database.apiError(for: error) }
 
     /// `POST /v1/up` (docs/sync.md): the dedup record, the declared losses and the effect in one
-    /// statement, `SELECT ledger_up_v4($batch)` (migration 6), its own transaction. The batch
+    /// statement, `SELECT ledger_up_v5($batch)` (migration 7), its own transaction. The batch
     /// carries every event with its feed entries; the function writes those of the new events
     /// (above `acked`, or reusing a sequence with another event).
     func up(_ batch: UpBatch) async throws -> UpOutcome {
-        let call: PostgresQuery = try "SELECT ledger_up_v4(\(batch))"
+        let call: PostgresQuery = try "SELECT ledger_up_v5(\(batch))"
         let logger = self.logger
         return try await database.withConnection { c in
             var outcome: UpOutcome?
             for try await answer in try await c.query(call, logger: logger).decode(UpOutcome.self) { outcome = answer }
-            guard let outcome else { throw APIError(.internal, "ledger_up_v4 answered no row") }
+            guard let outcome else { throw APIError(.internal, "ledger_up_v5 answered no row") }
             return outcome
         }
     }
 
     /// `POST /v1/publish`: one delta listing, each message with the server's read flag, then the
-    /// custom events, through the same `ledger_feed_append_v2` as a device batch's effects.
+    /// custom events, through the same `ledger_feed_append_v3` as a device batch's effects.
     func publish(_ publication: Publication) async throws -> SyncWire.PublishResponse {
         let logger = self.logger
         return try await database.withConnection { c in
@@ -84,7 +84,7 @@ struct PostgresStore: SyncStore {
         for try await h in try await c.query(
             "INSERT INTO users (user_id) VALUES (\(user)) ON CONFLICT (user_id) DO UPDATE SET feed_head = users.feed_head RETURNING feed_head",
             logger: logger).decode(Int64.self) { head = h }
-        // The entries as ledger_feed_append_v2 reads them: events in the batch's shape, the
+        // The entries as ledger_feed_append_v3 reads them: events in the batch's shape, the
         // listing (its removals with it) first, then each custom event with its origin's seq.
         var events: [UpBatch.Event] = []
         var listingIDs: [String] = [], listings: [String] = []
@@ -112,10 +112,10 @@ struct PostgresStore: SyncStore {
         let document = String(decoding: try JSONEncoder().encode(events), as: UTF8.self)
         var appended: Int64 = 0
         for try await n in try await c.query("""
-            SELECT ledger_feed_append_v2(\(user), NULL, \(publication.maxCustomEntries), \(document)::jsonb, \(listingIDs)::text[], \(listings)::text[])
+            SELECT ledger_feed_append_v3(\(user), NULL, \(publication.maxCustomEntries), \(document)::jsonb, \(listingIDs)::text[], \(listings)::text[])
             """, logger: logger).decode(Int64.self) { appended = n }
         let expected = Int64(events.count)
-        guard appended == expected else { throw APIError(.internal, "ledger_feed_append_v2 appended \(appended) of \(expected) entries") }
+        guard appended == expected else { throw APIError(.internal, "ledger_feed_append_v3 appended \(appended) of \(expected) entries") }
         return SyncWire.PublishResponse(seq: UInt64(head + appended))
     }
 

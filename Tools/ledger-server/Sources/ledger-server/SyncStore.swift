@@ -19,7 +19,7 @@ protocol SyncStore: Sendable {
     /// Whether requests can be served now, and if not, why (`/healthz`).
     func health() -> StoreHealth
 
-    /// `POST /v1/up`: applies `batch` as `ledger_up_v4` does (migration 6), in one transaction:
+    /// `POST /v1/up`: applies `batch` as `ledger_up_v5` does (migration 7), in one transaction:
     /// the ledger bound to its user (`403` for another's, `429` beyond `maxLedgers` new ledgers,
     /// `409` when `after` is above what is held), the declared losses, the events not held with
     /// the same content, and the feed entries and message state of those events (`429` when
@@ -56,7 +56,7 @@ enum StoreHealth: Sendable, Equatable {
     case down(String)
 }
 
-/// The typed argument of `ledger_up_v4(p_batch jsonb)` (migration 6): one `POST /v1/up`
+/// The typed argument of `ledger_up_v5(p_batch jsonb)` (migration 7): one `POST /v1/up`
 /// after validation, with each event's effect on the user's feed worked out by the server.
 /// ``PostgresStore`` sends it as one `jsonb` parameter (written by ``writeJSON(into:)``, the
 /// document its `Encodable` conformance gives); ``MemoryStore`` applies the same value by the
@@ -65,10 +65,11 @@ enum StoreHealth: Sendable, Equatable {
 /// The shape is versioned (``version``): version 1 is `ledger_up_v3`'s (migration 5), which
 /// the previous release still sends during a rolling deploy; version 2 adds
 /// ``maxCustomEntries`` and the custom event's feed entry (``FeedEntry/role``), read by
-/// `ledger_up_v4` (migration 6). A later field can be added the same way, or by a new body of
-/// `ledger_up_v4` (`CREATE OR REPLACE`, same signature) that keeps accepting version 2.
+/// `ledger_up_v4` (migration 6) and `ledger_up_v5` (migration 7, which also needs each feed
+/// entry's `seq`; v4 ignores it). A later field can be added the same way, or by a new
+/// function beside the one the previous release calls (migrations are append-only).
 struct UpBatch: Codable, Sendable, Equatable {
-    /// The batch shape this server sends (and `ledger_up_v4` of migration 6 accepts).
+    /// The batch shape this server sends (and `ledger_up_v4` and `ledger_up_v5` accept).
     static let currentVersion = 2
 
     /// The shape's version: ``currentVersion``.
@@ -265,7 +266,7 @@ struct UpBatch: Codable, Sendable, Equatable {
     }
 }
 
-/// What `ledger_up_v4` answers (a `jsonb` object, so fields can be added — per-event outcomes —
+/// What `ledger_up_v5` answers (a `jsonb` object, so fields can be added — per-event outcomes —
 /// without another function).
 struct UpOutcome: Codable, Sendable, Equatable {
     /// The highest contiguous sequence now held for the ledger.

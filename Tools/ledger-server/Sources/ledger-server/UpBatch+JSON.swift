@@ -1,7 +1,7 @@
 import NIOCore
 import PostgresNIO
 
-/// `UpBatch` as the `jsonb` parameter of `ledger_up_v4`, written by hand: the same compact JSON
+/// `UpBatch` as the `jsonb` parameter of `ledger_up_v5`, written by hand: the same compact JSON
 /// as its `Encodable` conformance (defaults left out, docs/sync.md "Doing it on your own
 /// backend"), straight into the connection's buffer. Foundation's `JSONEncoder` costs about
 /// 8 ms per batch of 1,000 events here, this about 0.4 ms; `UpBatchTests` checks that both

@@ -9,14 +9,15 @@ import Testing
 /// `MemoryStore` against `PostgresStore` on one script of batches and publishes: every answer
 /// and every refusal the same, then the same feeds and states — so the router tests, which run
 /// on the memory store, test what the server does. Part of the script goes through the calls
-/// of the previous releases on the same database — `ledger_up_v3` (a version-1 batch),
+/// of the previous releases on the same database — `ledger_up_v4` (feed entries without `seq`),
+/// `ledger_up_v3` (a version-1 batch),
 /// `ledger_up_v2` (twenty arrays) and the publish through `ledger_feed_append` — so a rolling
-/// deploy's old and new servers agree on the new schema (batches without custom events: the
-/// previous releases append none).
+/// deploy's old and new servers agree on the new schema (before `ledger_up_v4`, batches
+/// without custom events: those releases append none).
 @Suite(.serialized, .enabled(if: Harness.postgresAvailable, "needs Debian's postgresql (scripts/setup.sh installs it) and root to run it as nobody"))
 struct StoreParityTests {
     /// Which SQL function a step goes through on PostgreSQL.
-    enum Call: Sendable { case current, v3, v2 }
+    enum Call: Sendable { case current, v4, v3, v2 }
 
     /// A step of the script.
     enum Step: Sendable {
@@ -64,11 +65,11 @@ struct StoreParityTests {
             // Custom events (head 13, one custom entry so far): in order among the read, each once.
             .up(user: "ann", .init(ledger: "p1", after: 12, through: 16, events: customs)),
             .up(user: "ann", .init(ledger: "p1", after: 12, through: 16, events: customs)),  // resent: nothing more
-            .up(user: "ann", .init(ledger: "p1", after: 14, through: 15, events: [custom(15, Array("other".utf8), key: "k-15")])),  // reused
+            .up(user: "ann", .init(ledger: "p1", after: 14, through: 15, events: [custom(15, Array("other".utf8), key: "k-15")]), via: .v4),  // reused
             .publish(user: "ann", .init(messages: [], events: [published(Array("{}".utf8), key: "t-1"), published([0xff, 0x00], base64: true)])),
             .publish(user: "ann", .init(messages: [messages[3]], events: [published(Array(#"{"t":2}"#.utf8))])),
             // The bound: ann holds 8 custom entries; two more of at most 9 are refused, the listing with them.
-            .up(user: "ann", .init(ledger: "p1", after: 16, through: 18, events: [custom(17, Array("a".utf8)), custom(18, Array("b".utf8))]), maxCustom: 9),
+            .up(user: "ann", .init(ledger: "p1", after: 16, through: 18, events: [custom(17, Array("a".utf8)), custom(18, Array("b".utf8))]), maxCustom: 9, via: .v4),
             .publish(user: "ann", .init(messages: [messages[1]], events: [published(Array("x".utf8)), published(Array("y".utf8))]), maxCustom: 9),
             .up(user: "ann", .init(ledger: "p1", after: 16, through: 18, events: [try read(17, "m3"), custom(18, Array("b".utf8))]), maxCustom: 9),
             .publish(user: "ann", .init(messages: [], events: [published(Array("z".utf8))]), maxCustom: 9),  // the tenth: refused
@@ -90,6 +91,7 @@ struct StoreParityTests {
                         actual = await Self.outcome(postgres) {
                             switch via {
                             case .current: .up(try await postgres.up(batch))
+                            case .v4: .up(try await Self.upV4(batch, on: postgres.database))
                             case .v3: .up(try await Self.upV3(batch, on: postgres.database))
                             case .v2: .up(try await Self.upV2(batch, on: postgres.database))
                             }
@@ -165,12 +167,32 @@ struct StoreParityTests {
         for event in events where (event["feed"] as? [[String: Any]])?.contains(where: { $0["role"] != nil }) == true {
             Issue.record("the previous release makes no custom entry: send event \(event["seq"] ?? "?") through ledger_up_v4")
         }
+        return try await call("ledger_up_v3", object, on: database)
+    }
+
+    /// `batch` as the previous release sends it: version 2 to `ledger_up_v4` (migration 6), which
+    /// stays defined for rolling deploys — its feed entries without the `seq` that
+    /// `ledger_up_v5` (migration 7) reads.
+    static func upV4(_ batch: UpBatch, on database: Database) async throws -> UpOutcome {
+        guard var object = try JSONSerialization.jsonObject(with: JSONEncoder().encode(batch)) as? [String: Any],
+              var events = object["events"] as? [[String: Any]] else { throw HarnessError(description: "the batch is not a JSON object") }
+        for i in events.indices {
+            guard let feed = events[i]["feed"] as? [[String: Any]] else { continue }
+            events[i]["feed"] = feed.map { entry in entry.filter { $0.key != "seq" } }
+        }
+        object["events"] = events
+        return try await call("ledger_up_v4", object, on: database)
+    }
+
+    /// `SELECT function(object::jsonb)` and its answer.
+    static func call(_ function: String, _ object: [String: Any], on database: Database) async throws -> UpOutcome {
         let json = String(decoding: try JSONSerialization.data(withJSONObject: object), as: UTF8.self)
         let logger = database.logger
         return try await database.withConnection { c in
             var outcome: UpOutcome?
-            for try await answer in try await c.query("SELECT ledger_up_v3(\(json)::jsonb)", logger: logger).decode(UpOutcome.self) { outcome = answer }
-            guard let outcome else { throw HarnessError(description: "ledger_up_v3 answered no row") }
+            for try await answer in try await c.query("SELECT \(unescaped: function)(\(json)::jsonb)", logger: logger)
+                .decode(UpOutcome.self) { outcome = answer }
+            guard let outcome else { throw HarnessError(description: "\(function) answered no row") }
             return outcome
         }
     }

@@ -6,8 +6,8 @@ import NIOCore
 import Testing
 @testable import ledger_server
 
-/// The argument of `ledger_up_v4` as the routes build it from a request: the compact JSON the
-/// SQL function reads (Migrations.swift, migration 6), field for field — each feed entry naming
+/// The argument of `ledger_up_v5` as the routes build it from a request: the compact JSON the
+/// SQL function reads (Migrations.swift, migration 7), field for field — each feed entry naming
 /// its event by `seq`.
 @Suite struct UpBatchTests {
     @Test func aValidatedRequestIsTheCompactBatchTheFunctionReads() throws {
